@@ -1,0 +1,190 @@
+// Package routes is the router's immutable route snapshot: which model goes
+// to which group and upstream, and why a group is not routable. Discovery
+// and admission build a new Snapshot whenever anything changes and publish
+// it through a Holder; request handlers Load it without locks and never
+// touch the discovery state.
+//
+// A published Snapshot and everything it points to must not be modified.
+package routes
+
+import (
+	"encoding/json"
+	"net/url"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Snapshot is one consistent view of what routes.
+type Snapshot struct {
+	// Built is when the snapshot was made.
+	Built time.Time
+	// Models maps each routable model name to its route. A name listed by
+	// several admitted groups goes to the first group by name.
+	Models map[string]*Route
+	// Groups holds every known group, admitted or not, by name.
+	Groups map[string]*Group
+	// Daemons holds every watched daemon, by its HTTP address.
+	Daemons map[string]*Daemon
+	// serves maps a model name to the groups known to serve it (the group's
+	// own name, or a name listed by its last successful probe), sorted.
+	serves map[string][]string
+	// available is the sorted list of routable model names.
+	available []string
+}
+
+// Route is where requests for one model go.
+type Route struct {
+	Model string
+	Group string
+	// Base is the OpenAI base URL in use; it ends in /v1 (e.g.
+	// http://10.0.0.1:8000/v1).
+	Base *url.URL
+	// Root is Base without its trailing /v1, for root-level engine paths
+	// such as /tokenize and /metrics.
+	Root *url.URL
+	// Provider is the announced MENTAT_MODEL_PROVIDER, lowercased; empty
+	// when the container did not say.
+	Provider string
+}
+
+// Group is the router's view of one group (see /status.json).
+type Group struct {
+	Name string
+	// Daemon is the HTTP address of the daemon whose view won.
+	Daemon        string
+	AgentsAlive   int
+	ActorsRunning int
+	// OpenAI is the candidate in use ("" when none answers);
+	// OpenAICandidates lists every candidate, best first.
+	OpenAI           string
+	OpenAICandidates []string
+	// OpenAINote is the agent's bind finding ("" when none).
+	OpenAINote string
+	Provider   string
+	// MCP is the management MCP URL ("" when none announced);
+	// MCPCandidates lists every candidate, best first.
+	MCP           string
+	MCPCandidates []string
+	Healthy       bool
+	// WhyNot is the failed gate's text when not Healthy.
+	WhyNot string
+	// Models are the names the last successful probe listed, sorted;
+	// ModelEntries are those /models entries verbatim, in engine order.
+	Models       []string
+	ModelEntries []json.RawMessage
+	// ProbedAt is when the last probe finished (zero if never).
+	ProbedAt time.Time
+}
+
+// Daemon is one watched daemon.
+type Daemon struct {
+	Addr      string
+	Connected bool
+	// Age is how old the last good view is (zero if none yet).
+	Age    time.Duration
+	Error  string
+	NodeID string
+	// Seed marks a daemon from MENTAT_DAEMONS; others came from UDP or peers.
+	Seed   bool
+	Source string
+}
+
+// New builds a snapshot from its parts and indexes it. It takes ownership of
+// the maps.
+func New(built time.Time, models map[string]*Route, groups map[string]*Group, daemons map[string]*Daemon) *Snapshot {
+	if models == nil {
+		models = map[string]*Route{}
+	}
+	if groups == nil {
+		groups = map[string]*Group{}
+	}
+	if daemons == nil {
+		daemons = map[string]*Daemon{}
+	}
+	s := &Snapshot{Built: built, Models: models, Groups: groups, Daemons: daemons, serves: map[string][]string{}}
+	for name, g := range groups {
+		s.serves[name] = append(s.serves[name], name)
+		for _, m := range g.Models {
+			if m != name {
+				s.serves[m] = append(s.serves[m], name)
+			}
+		}
+	}
+	for m := range s.serves {
+		sort.Strings(s.serves[m])
+	}
+	for m := range models {
+		s.available = append(s.available, m)
+	}
+	sort.Strings(s.available)
+	return s
+}
+
+// Empty is the snapshot before discovery has found anything.
+func Empty() *Snapshot { return New(time.Time{}, nil, nil, nil) }
+
+// Lookup resolves a model name. It returns the route when the model is
+// routable. Otherwise, when some group is known to serve the name, it
+// returns that group (the first by name) so the caller can answer 503 with
+// its WhyNot; else both are nil (404).
+func (s *Snapshot) Lookup(model string) (*Route, *Group) {
+	if r, ok := s.Models[model]; ok {
+		return r, s.Groups[r.Group]
+	}
+	for _, name := range s.serves[model] {
+		if g := s.Groups[name]; g != nil {
+			return nil, g
+		}
+	}
+	return nil, nil
+}
+
+// Available lists the routable model names, sorted. The slice is shared:
+// do not modify it.
+func (s *Snapshot) Available() []string { return s.available }
+
+// GroupNames lists every known group, sorted.
+func (s *Snapshot) GroupNames() []string {
+	out := make([]string, 0, len(s.Groups))
+	for n := range s.Groups {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// NewRoute builds a Route from an OpenAI base URL such as
+// "http://10.0.0.1:8000/v1". Root is the base with a trailing /v1 removed.
+func NewRoute(model, group, base, provider string) (*Route, error) {
+	b, err := url.Parse(base)
+	if err != nil {
+		return nil, err
+	}
+	root := *b
+	root.Path = strings.TrimSuffix(strings.TrimRight(b.Path, "/"), "/v1")
+	root.RawPath = ""
+	return &Route{Model: model, Group: group, Base: b, Root: &root, Provider: provider}, nil
+}
+
+// Holder publishes snapshots. The zero value holds an empty snapshot.
+type Holder struct{ p atomic.Pointer[Snapshot] }
+
+// Load returns the current snapshot; never nil.
+func (h *Holder) Load() *Snapshot {
+	if s := h.p.Load(); s != nil {
+		return s
+	}
+	return empty
+}
+
+// Store publishes s.
+func (h *Holder) Store(s *Snapshot) { h.p.Store(s) }
+
+var empty = Empty()
+
+// Source is what request handlers need: the current snapshot.
+type Source interface{ Load() *Snapshot }
+
+var _ Source = (*Holder)(nil)
