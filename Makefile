@@ -40,7 +40,7 @@ setup-models:
 ## build: every binary into bin/
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+	$(if $(CMDS),$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./cmd/,$(CMDS)),@echo "build: no binaries yet")
 
 ## test: setup, then every test (unit tests with -race)
 test: setup build

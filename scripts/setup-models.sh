@@ -5,7 +5,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 deps="$root/.deps"
-cache="$deps/npm"
+# Tarballs are cached outside the checkout so fresh clones (CI) reuse them.
+cache="${FRONTDOOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/frontdoor}/npm"
 mkdir -p "$cache" "$deps/onnxruntime" "$deps/models/ppocr"
 
 # name@version  tarball  sha256
