@@ -1,0 +1,216 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Headers a model server needs to see; everything else stays at the edge.
+var forwardRequestHeaders = []string{"Content-Type", "Accept", "X-Request-ID"}
+
+// Hop-by-hop headers never cross the gateway (RFC 9110 7.6.1).
+var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// maxJobAnswer bounds a job answer read into memory to rewrite its URLs.
+const maxJobAnswer = 1 << 20
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, path string, rewriteJobs bool) {
+	start := time.Now()
+	if r.ContentLength > g.cfg.MaxBody {
+		writeEnvelope(w, http.StatusRequestEntityTooLarge, statusTooLarge,
+			fmt.Sprintf("request body of %d bytes is over the gateway's limit of %d bytes", r.ContentLength, g.cfg.MaxBody), "")
+		g.metrics.request(u.ID, http.StatusRequestEntityTooLarge)
+		return
+	}
+	var body io.Reader = http.NoBody
+	if r.Body != nil && r.ContentLength != 0 {
+		// Streams through: the limit is enforced while reading, so an
+		// undeclared length is cut at the limit instead of buffered.
+		body = http.MaxBytesReader(w, r.Body, g.cfg.MaxBody)
+	}
+	out, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+u.Addr+path, body)
+	if err != nil {
+		writeEnvelope(w, http.StatusBadGateway, statusServerError, "cannot build the upstream request: "+err.Error(), "")
+		g.metrics.request(u.ID, http.StatusBadGateway)
+		return
+	}
+	out.URL.RawQuery = r.URL.RawQuery
+	out.ContentLength = r.ContentLength
+	for _, h := range forwardRequestHeaders {
+		if v := r.Header.Values(h); len(v) > 0 {
+			out.Header[h] = v
+		}
+	}
+	if u.Token != "" {
+		out.Header.Set("Authorization", "Bearer "+u.Token)
+	}
+	resp, err := g.client.Do(out)
+	if err != nil {
+		g.upstreamError(w, r, u, err)
+		return
+	}
+	defer resp.Body.Close()
+
+	h := w.Header()
+	for k, v := range resp.Header {
+		h[k] = v
+	}
+	for _, k := range hopByHop {
+		h.Del(k)
+	}
+	h.Set("X-Mortred-Model", u.ID)
+	if rewriteJobs {
+		g.writeJobAnswer(w, r, u, resp)
+	} else {
+		w.WriteHeader(resp.StatusCode)
+		if err := copyBody(w, resp.Body); err != nil {
+			g.abortMidResponse(r, u, err)
+		}
+	}
+	g.metrics.request(u.ID, resp.StatusCode)
+	g.metrics.duration.WithLabelValues(u.ID).Observe(time.Since(start).Seconds())
+}
+
+// copyBody streams src to w through one pooled buffer, flushing after each
+// write so a slow client slows the upstream read instead of growing memory.
+func copyBody(w http.ResponseWriter, src io.Reader) error {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	rc := http.NewResponseController(w)
+	buf := *bp
+	for {
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			_ = rc.Flush()
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
+
+// upstreamError classifies a failure before any response byte was sent.
+func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, u *Upstream, err error) {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case r.Context().Err() != nil:
+		// The client hung up: not the model's fault and not a 502.
+		g.metrics.clientClosed.WithLabelValues(u.ID).Inc()
+		return
+	case errors.As(err, &tooLarge):
+		writeEnvelope(w, http.StatusRequestEntityTooLarge, statusTooLarge,
+			fmt.Sprintf("request body is over the gateway's limit of %d bytes", tooLarge.Limit), "")
+		g.metrics.request(u.ID, http.StatusRequestEntityTooLarge)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		w.Header().Set("Retry-After", "1")
+		writeEnvelope(w, http.StatusServiceUnavailable, statusNotReady,
+			fmt.Sprintf("model %s is not running or still loading (connection refused at %s); start it with `mortredctl start %s` or retry shortly", u.ID, u.Addr, u.ID), "")
+		g.metrics.upstreamErrors.WithLabelValues(u.ID, "refused").Inc()
+		g.metrics.request(u.ID, http.StatusServiceUnavailable)
+	default:
+		g.log.Warn("gateway_upstream_failed", "model", u.ID, "addr", u.Addr, "err", err)
+		writeEnvelope(w, http.StatusBadGateway, statusServerError,
+			fmt.Sprintf("model %s at %s failed before answering: %v", u.ID, u.Addr, trimErr(err)), "")
+		g.metrics.upstreamErrors.WithLabelValues(u.ID, "transport").Inc()
+		g.metrics.request(u.ID, http.StatusBadGateway)
+	}
+}
+
+// abortMidResponse ends a response whose headers are already out. Aborting
+// the handler makes the client see a broken response rather than a short
+// one that looks complete.
+func (g *Gateway) abortMidResponse(r *http.Request, u *Upstream, err error) {
+	if r.Context().Err() != nil {
+		g.metrics.clientClosed.WithLabelValues(u.ID).Inc()
+	} else {
+		g.log.Warn("gateway_upstream_broke_mid_response", "model", u.ID, "err", err)
+		g.metrics.upstreamErrors.WithLabelValues(u.ID, "mid_response").Inc()
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// writeJobAnswer rewrites Location, poll_url and result_url from the model
+// port's /jobs/... onto /v1/models/{id}/jobs/..., keeping every other byte.
+func (g *Gateway) writeJobAnswer(w http.ResponseWriter, r *http.Request, u *Upstream, resp *http.Response) {
+	prefix := "/v1/models/" + u.ID
+	if loc := resp.Header.Get("Location"); strings.HasPrefix(loc, "/jobs/") {
+		w.Header().Set("Location", prefix+loc)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxJobAnswer+1))
+	if err != nil {
+		g.abortOrFail(w, r, u, err)
+		return
+	}
+	if len(data) <= maxJobAnswer {
+		data = rewriteJobURLs(data, prefix)
+	}
+	w.Header().Del("Content-Length")
+	w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(data)
+}
+
+func (g *Gateway) abortOrFail(w http.ResponseWriter, r *http.Request, u *Upstream, err error) {
+	if r.Context().Err() != nil {
+		g.metrics.clientClosed.WithLabelValues(u.ID).Inc()
+		return
+	}
+	for k := range w.Header() {
+		w.Header().Del(k)
+	}
+	g.upstreamError(w, r, u, err)
+}
+
+// rewriteJobURLs prefixes poll_url and result_url in a JSON object; anything
+// that is not such an object is returned unchanged.
+func rewriteJobURLs(data []byte, prefix string) []byte {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(data, &obj) != nil {
+		return data
+	}
+	changed := false
+	for _, key := range []string{"poll_url", "result_url"} {
+		var s string
+		if raw, ok := obj[key]; ok && json.Unmarshal(raw, &s) == nil && strings.HasPrefix(s, "/jobs/") {
+			obj[key], _ = json.Marshal(prefix + s)
+			changed = true
+		}
+	}
+	if !changed {
+		return data
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return data
+	}
+	if bytes.HasSuffix(data, []byte("\n")) {
+		out = append(out, '\n')
+	}
+	return out
+}
+
+func trimErr(err error) string {
+	s := err.Error()
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+

@@ -1,0 +1,159 @@
+// Package gateway is mortred's authenticated data plane: one public listener
+// (default :8080) in front of the loopback model servers. It checks the
+// external Bearer token, routes by catalog id (/v1/models/{id}/...) and then
+// by legacy server_uri, forwards to the model's port with the model's own
+// token, streams bodies both ways, and stays stateless: async job answers are
+// rewritten onto the /v1/models/{id}/ prefix instead of being remembered.
+package gateway
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Upstream is one model server as the gateway sees it.
+type Upstream struct {
+	// ID is the catalog id (the TOML section holding server_uri).
+	ID string
+	// URI is the model's legacy inference path (server_uri).
+	URI string
+	// Addr is the model server's loopback host:port.
+	Addr string
+	// Token is the model server's own Bearer token ("" sends none).
+	Token string
+}
+
+// Config is the gateway's configuration. Zero durations take the defaults
+// noted on each field.
+type Config struct {
+	// Token is the external inference Bearer token; required.
+	Token string
+	// MetricsToken guards GET /metrics; required and distinct from Token.
+	MetricsToken string
+	// MaxBody is the request size limit in bytes; 0 means 64 MiB.
+	MaxBody int64
+	// Upstreams is the catalog.
+	Upstreams []Upstream
+	// DialTimeout bounds connecting to a model server; 0 means 2 s.
+	DialTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for a model's response headers;
+	// 0 means 10 minutes (inference deadlines are the model server's job).
+	ResponseHeaderTimeout time.Duration
+	// MaxConnsPerModel bounds open connections to one model server; 0 means
+	// no limit.
+	MaxConnsPerModel int
+}
+
+// DefaultMaxBody is the request size limit when Config.MaxBody is 0.
+const DefaultMaxBody = 64 << 20
+
+// Validate applies defaults and refuses a configuration that would start
+// open: no inference token, no metrics token, the same value for both,
+// or a duplicate id or URI.
+func (c *Config) Validate() error {
+	if c.Token == "" {
+		return errors.New("no inference token: set MORTRED_GATEWAY_AUTH_TOKEN or MORTRED_API_TOKEN (mortredctl init-trust writes fresh ones)")
+	}
+	if c.MetricsToken == "" {
+		return errors.New("no metrics token: set MORTRED_METRICS_TOKEN to a secret distinct from the inference token")
+	}
+	if subtle.ConstantTimeCompare([]byte(c.Token), []byte(c.MetricsToken)) == 1 {
+		return errors.New("MORTRED_METRICS_TOKEN equals the inference token: the scrape secret must be distinct")
+	}
+	if c.MaxBody <= 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 2 * time.Second
+	}
+	if c.ResponseHeaderTimeout <= 0 {
+		c.ResponseHeaderTimeout = 10 * time.Minute
+	}
+	ids, uris := map[string]bool{}, map[string]bool{}
+	for _, u := range c.Upstreams {
+		switch {
+		case u.ID == "" || strings.ContainsAny(u.ID, "/?#"):
+			return fmt.Errorf("catalog id %q is not a valid path segment", u.ID)
+		case ids[u.ID]:
+			return fmt.Errorf("duplicate catalog id %q", u.ID)
+		case u.URI == "" || u.URI[0] != '/':
+			return fmt.Errorf("model %s: server_uri %q must start with /", u.ID, u.URI)
+		case uris[u.URI]:
+			return fmt.Errorf("model %s: duplicate server_uri %q", u.ID, u.URI)
+		}
+		if _, _, err := net.SplitHostPort(u.Addr); err != nil {
+			return fmt.Errorf("model %s: bad address %q: %v", u.ID, u.Addr, err)
+		}
+		ids[u.ID], uris[u.URI] = true, true
+	}
+	return nil
+}
+
+// Gateway is the data-plane handler.
+type Gateway struct {
+	cfg     Config
+	byID    map[string]*Upstream
+	byURI   map[string]*Upstream
+	client  *http.Client
+	log     *slog.Logger
+	metrics *metrics
+	mux     *http.ServeMux
+}
+
+// New validates cfg and builds the gateway. reg may be nil (a private
+// registry is used); /metrics serves whatever reg gathers when it is a
+// *prometheus.Registry.
+func New(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	g := &Gateway{
+		cfg:     cfg,
+		byID:    make(map[string]*Upstream, len(cfg.Upstreams)),
+		byURI:   make(map[string]*Upstream, len(cfg.Upstreams)),
+		log:     logger,
+		metrics: newMetrics(reg),
+	}
+	for i := range cfg.Upstreams {
+		u := &cfg.Upstreams[i]
+		g.byID[u.ID], g.byURI[u.URI] = u, u
+	}
+	g.client = &http.Client{
+		Transport: newTransport(cfg),
+		// Redirects from a model server are answers to pass through.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	g.mux = g.routes(reg)
+	return g, nil
+}
+
+func newTransport(cfg Config) *http.Transport {
+	d := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		DialContext:           d.DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		MaxConnsPerHost:       cfg.MaxConnsPerModel,
+		IdleConnTimeout:       30 * time.Second,
+		ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     false,
+	}
+}
+
+// ServeHTTP implements http.Handler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
+
+// Close releases idle upstream connections.
+func (g *Gateway) Close() { g.client.CloseIdleConnections() }
