@@ -213,4 +213,3 @@ func trimErr(err error) string {
 	}
 	return s
 }
-

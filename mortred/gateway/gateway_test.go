@@ -130,9 +130,9 @@ func TestRoutesAndRewrite(t *testing.T) {
 		t.Fatalf("job body not rewritten faithfully: %s", body)
 	}
 	for path, want := range map[string]string{
-		"/v1/models/TESTMODEL/jobs/j1":               `"path":"/jobs/j1"`,
+		"/v1/models/TESTMODEL/jobs/j1":                `"path":"/jobs/j1"`,
 		"/v1/models/TESTMODEL/jobs/j1/wait?timeout=5": `"query":"timeout=5"`,
-		"/v1/models/TESTMODEL/jobs/j1/result":        `"path":"/jobs/j1/result"`,
+		"/v1/models/TESTMODEL/jobs/j1/result":         `"path":"/jobs/j1/result"`,
 	} {
 		resp, body = do(t, "GET", gw.URL+path, tok, nil)
 		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {

@@ -80,7 +80,9 @@ func (g *Gateway) legacy(w http.ResponseWriter, r *http.Request) {
 }
 
 // auth checks the external inference token.
-func (g *Gateway) auth(next http.Handler) http.Handler { return g.bearer(g.cfg.Token, "inference", next) }
+func (g *Gateway) auth(next http.Handler) http.Handler {
+	return g.bearer(g.cfg.Token, "inference", next)
+}
 
 func (g *Gateway) bearer(token, scope string, next http.Handler) http.Handler {
 	want := []byte(token)
