@@ -6,7 +6,9 @@
 // request goroutine, so decoding is spread over requests), queues the
 // prepared inputs, and a worker calls Run on a batch of them. A worker owns
 // one Model instance (worker_nums instances per process); Run is never called
-// concurrently on one instance.
+// concurrently on one instance. Info, ValidateParams and Prepare may be
+// called at any time from many goroutines (also while Run is running), so
+// they must only read state fixed at construction.
 package model
 
 import (
@@ -55,10 +57,16 @@ type Model interface {
 	Close() error
 }
 
-// FieldError names a bad part of a request by JSON pointer.
-type FieldError struct {
-	Pointer string `json:"pointer"`
-	Message string `json:"message"`
+// FieldError names a bad part of a request by JSON pointer. It is the
+// envelope's type, so a model's findings go into errors[] unchanged.
+type FieldError = envelope.FieldError
+
+// Warmer is optionally implemented by a Model that needs a first run before
+// it answers at full speed (session creation, lazy allocations). The server
+// calls Warm once per instance after the factory returns and before /ready
+// turns true; an error stops startup with that reason.
+type Warmer interface {
+	Warm(ctx context.Context) error
 }
 
 // ItemError fails one item with a contract status.

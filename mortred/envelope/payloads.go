@@ -1,0 +1,50 @@
+package envelope
+
+import "reflect"
+
+// Task payloads: what results[i].data holds for each kind of model. Models
+// return these types (or JSON of the same shape); docs/openapi.json publishes
+// them under components.schemas.
+
+// Classification is the payload of classification models.
+type Classification struct {
+	ClassID  int       `json:"class_id"`
+	Category string    `json:"category"`
+	Scores   []float64 `json:"scores" doc:"full softmax, indexed by class id"`
+}
+
+// Detection is one object of a detection payload (data is an array of them).
+type Detection struct {
+	ClassID  int        `json:"class_id"`
+	Score    float64    `json:"score"`
+	Category string     `json:"category"`
+	BBox     [4]float64 `json:"bbox" doc:"x1, y1, x2, y2 in input pixels"`
+}
+
+// TextDetection is one text region of a DBNet payload (data is an array).
+type TextDetection struct {
+	Score   float64      `json:"score"`
+	BBox    [4]float64   `json:"bbox" doc:"x1, y1, x2, y2 in input pixels"`
+	Polygon [][2]float64 `json:"polygon" doc:"region outline as [x, y] points"`
+}
+
+// ImageOutput is the payload of segmentation, matting and enhancement.
+type ImageOutput struct {
+	Image string `json:"image" doc:"base64 image in options.encoding (PNG by default)"`
+}
+
+// Payload is a named payload schema; Array means data is a list of Type.
+// A new task adds its type here (the document must not depend on which model
+// packages a binary links), then regenerates docs/openapi.json.
+type Payload struct {
+	Name  string
+	Type  reflect.Type
+	Array bool
+}
+
+var payloads = []Payload{
+	{"Classification", reflect.TypeFor[Classification](), false},
+	{"Detection", reflect.TypeFor[Detection](), true},
+	{"TextDetection", reflect.TypeFor[TextDetection](), true},
+	{"ImageOutput", reflect.TypeFor[ImageOutput](), false},
+}
