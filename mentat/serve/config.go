@@ -1,0 +1,160 @@
+// Package serve is the mentatd-serve router: discovery of the cluster's
+// daemons, the group table, admission probes, and the immutable route
+// snapshot that the request proxy, the MCP merge and the stats read.
+package serve
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/mentat/serve/discovery"
+	"github.com/fe64bb06/frontdoor/mentat/wire"
+)
+
+// Defaults from the manual's Environment section.
+const (
+	DefaultServePort      = 6381
+	DefaultDaemon         = "127.0.0.1:6380"
+	DefaultDaemonPort     = 6380
+	DefaultAnnouncePort   = 6382
+	DefaultAllowedSources = "10.100.0.,192.168.1.,127.0.0.1,::1,172."
+	DefaultPollInterval   = 10 * time.Second
+	DefaultProbeInterval  = 5 * time.Second
+	DefaultProbeTimeout   = 3 * time.Second
+	DefaultServingTimeout = 1800 * time.Second
+	DefaultMCPTimeout     = 180 * time.Second
+	DefaultToolsTTL       = 60 * time.Second
+	DefaultUniverse       = wire.DefaultUniverse
+)
+
+// Config is the router's configuration. LoadConfig fills it from the
+// environment; tests build it with DefaultConfig and change fields.
+type Config struct {
+	// Port is SERVE_PORT (default 6381).
+	Port int
+	// HTTPAddr is the listen address; default ":"+Port (every address, as
+	// the manual implies). Tests use "127.0.0.1:0".
+	HTTPAddr string
+	// Daemons is MENTAT_DAEMONS as host:port (default 127.0.0.1:6380; set
+	// and empty seeds nothing).
+	Daemons []string
+	// AnnouncePort is MENTAT_ANNOUNCE_PORT (default 6382; 0 = off).
+	AnnouncePort int
+	// AnnounceAddr is the UDP listen address; default ":"+AnnouncePort,
+	// empty when AnnouncePort is 0. Tests use "127.0.0.1:0".
+	AnnounceAddr string
+	// AllowedSources is ALLOWED_SOURCES, address prefixes.
+	AllowedSources []string
+	// DiscoverPeers is DISCOVER_PEERS == "1" (default on).
+	DiscoverPeers bool
+	// PollInterval is POLL_INTERVAL_S (default 10 s); a daemon view older
+	// than three of them is stale.
+	PollInterval time.Duration
+	// ProbeInterval is PROBE_INTERVAL_S (default 5 s).
+	ProbeInterval time.Duration
+	// ProbeTimeout is PROBE_TIMEOUT_S (default 3 s), one probe's deadline.
+	ProbeTimeout time.Duration
+	// ProbeFresh is PROBE_FRESH_S (default 3 probe intervals + 1 timeout).
+	ProbeFresh time.Duration
+	// ProbePromote is PROBE_PROMOTE_S (default 6 probe intervals).
+	ProbePromote time.Duration
+	// ServingTimeout is SERVING_TIMEOUT_S (default 1800 s), one upstream
+	// request's deadline (used by the proxy).
+	ServingTimeout time.Duration
+	// MCPTimeout is MCP_TIMEOUT_S (default 180 s).
+	MCPTimeout time.Duration
+	// ToolsTTL is TOOLS_TTL_S (default 60 s).
+	ToolsTTL time.Duration
+	// Secret is the announcement HMAC key (MENTAT_SECRET_FILE's contents,
+	// else MENTAT_SECRET), trimmed; nil accepts unsigned announcements.
+	Secret []byte
+	// Universe is MENTAT_UNIVERSE (default "default").
+	Universe string
+	// Subnets returns the subnets the router is attached to; nil reads the
+	// host's interfaces. Tests inject their own.
+	Subnets discovery.SubnetsFunc
+}
+
+// DefaultConfig is the configuration with nothing set.
+func DefaultConfig() Config {
+	c, err := LoadConfig(envconf.Map(nil))
+	if err != nil {
+		panic(err) // defaults are valid by construction
+	}
+	return c
+}
+
+// LoadConfig reads the environment. It fails only where the manual says the
+// process stops at boot (an unreadable or empty MENTAT_SECRET_FILE) or where
+// a value cannot mean anything (a MENTAT_DAEMONS entry that is not an
+// address); everything else falls back to its default.
+func LoadConfig(env envconf.Env) (Config, error) {
+	c := Config{
+		Port:           env.Port("SERVE_PORT", DefaultServePort, false),
+		AnnouncePort:   env.Port("MENTAT_ANNOUNCE_PORT", DefaultAnnouncePort, true),
+		AllowedSources: env.List("ALLOWED_SOURCES", envconf.SplitList(DefaultAllowedSources)),
+		DiscoverPeers:  env.String("DISCOVER_PEERS", "1") == "1",
+		PollInterval:   env.Duration("POLL_INTERVAL_S", DefaultPollInterval),
+		ProbeInterval:  env.Duration("PROBE_INTERVAL_S", DefaultProbeInterval),
+		ProbeTimeout:   env.Duration("PROBE_TIMEOUT_S", DefaultProbeTimeout),
+		ServingTimeout: env.Duration("SERVING_TIMEOUT_S", DefaultServingTimeout),
+		MCPTimeout:     env.Duration("MCP_TIMEOUT_S", DefaultMCPTimeout),
+		ToolsTTL:       env.Duration("TOOLS_TTL_S", DefaultToolsTTL),
+		Universe:       env.String("MENTAT_UNIVERSE", DefaultUniverse),
+	}
+	c.ProbeFresh = env.Duration("PROBE_FRESH_S", 3*c.ProbeInterval+c.ProbeTimeout)
+	c.ProbePromote = env.Duration("PROBE_PROMOTE_S", 6*c.ProbeInterval)
+	c.HTTPAddr = ":" + strconv.Itoa(c.Port)
+	if c.AnnouncePort != 0 {
+		c.AnnounceAddr = ":" + strconv.Itoa(c.AnnouncePort)
+	}
+	for _, d := range env.ListSet("MENTAT_DAEMONS", []string{DefaultDaemon}) {
+		addr, err := DaemonAddr(d)
+		if err != nil {
+			return Config{}, fmt.Errorf("MENTAT_DAEMONS: %w", err)
+		}
+		c.Daemons = append(c.Daemons, addr)
+	}
+	if c.Daemons == nil {
+		c.Daemons = []string{}
+	}
+	if path, ok := env.Value("MENTAT_SECRET_FILE"); ok {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("MENTAT_SECRET_FILE: cannot read the announcement key: %w", err)
+		}
+		key := wire.TrimKey(string(b))
+		if key == "" {
+			return Config{}, fmt.Errorf("MENTAT_SECRET_FILE: %s is empty; put the cluster's announcement key in it or unset the variable", path)
+		}
+		c.Secret = []byte(key)
+	} else if s := wire.TrimKey(env.String("MENTAT_SECRET", "")); s != "" {
+		c.Secret = []byte(s)
+	}
+	return c, nil
+}
+
+// DaemonAddr normalises one MENTAT_DAEMONS entry to host:port: "host" gets
+// the daemon's default port 6380, and an http:// prefix or trailing slash
+// is tolerated.
+func DaemonAddr(s string) (string, error) {
+	s = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(s), "http://"), "/")
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		// No port: a bare host or IPv6 literal.
+		host, port = strings.Trim(s, "[]"), strconv.Itoa(DefaultDaemonPort)
+	}
+	n, perr := strconv.Atoi(port)
+	if strings.Contains(host, ":") && net.ParseIP(host) == nil {
+		host = ""
+	}
+	if host == "" || strings.ContainsAny(host, "/ ?#@") || perr != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("%q is not a daemon address; want host:port such as 10.100.0.1:6380", s)
+	}
+	return net.JoinHostPort(host, port), nil
+}

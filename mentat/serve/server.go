@@ -1,0 +1,219 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/logx"
+	"github.com/fe64bb06/frontdoor/mentat/serve/discovery"
+	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
+)
+
+// shutdownGrace is how long Run lets in-flight requests finish after its
+// context ends.
+const shutdownGrace = 5 * time.Second
+
+// Server is the router: discovery, admission and the HTTP mux. Create it
+// with New, mount more handlers with Handle before Run, then Run.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	holder  routes.Holder
+	disc    *discovery.Manager
+	builder builder
+	mux     *http.ServeMux
+	start   time.Time
+	trigger chan struct{}
+
+	mu     sync.Mutex
+	ln     net.Listener
+	prober *prober
+}
+
+// New validates cfg and builds a Server; nothing listens or runs yet.
+func New(cfg Config, logger *slog.Logger) (*Server, error) {
+	if logger == nil {
+		logger = logx.Discard()
+	}
+	for name, d := range map[string]time.Duration{"POLL_INTERVAL_S": cfg.PollInterval, "PROBE_INTERVAL_S": cfg.ProbeInterval,
+		"PROBE_TIMEOUT_S": cfg.ProbeTimeout, "PROBE_FRESH_S": cfg.ProbeFresh, "PROBE_PROMOTE_S": cfg.ProbePromote} {
+		if d <= 0 {
+			return nil, fmt.Errorf("%s must be positive", name)
+		}
+	}
+	if cfg.Subnets == nil {
+		cfg.Subnets = discovery.LocalSubnets
+	}
+	allow := discovery.NewAllow(cfg.AllowedSources)
+	disc, err := discovery.New(discovery.Config{
+		Seeds: cfg.Daemons, AnnounceAddr: cfg.AnnounceAddr, Allow: allow, DiscoverPeers: cfg.DiscoverPeers,
+		PollInterval: cfg.PollInterval, FetchTimeout: max(cfg.ProbeTimeout, 5*time.Second),
+		Key: cfg.Secret, Universe: cfg.Universe, Subnets: cfg.Subnets, Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg: cfg, log: logger, disc: disc, mux: http.NewServeMux(), start: time.Now(),
+		trigger: make(chan struct{}, 1),
+		builder: builder{poll: cfg.PollInterval, fresh: cfg.ProbeFresh, allow: allow, subnets: cfg.Subnets},
+	}
+	s.mux.HandleFunc("GET /v1/models", s.handleModels)
+	s.mux.HandleFunc("GET /status.json", s.handleStatus)
+	s.mux.HandleFunc("GET /healthz", handleHealthz)
+	return s, nil
+}
+
+// Config returns the configuration the server runs with.
+func (s *Server) Config() Config { return s.cfg }
+
+// Routes is the published route snapshot; handlers Load it per request.
+func (s *Server) Routes() routes.Source { return &s.holder }
+
+// Handle mounts a handler on the server's mux (net/http patterns). Call it
+// before Run.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// Handler is the server's whole HTTP handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Uptime is how long this process's router has existed.
+func (s *Server) Uptime() time.Duration { return time.Since(s.start) }
+
+// Discovery exposes the watch set (for serve_status and tests).
+func (s *Server) Discovery() *discovery.Manager { return s.disc }
+
+// Listen binds the HTTP port and the announcement socket. Run calls it when
+// the caller did not; calling it first lets a caller learn the bound
+// addresses (port 0 in tests).
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w (is another router running? set SERVE_PORT)", s.cfg.HTTPAddr, err)
+	}
+	if err := s.disc.Listen(); err != nil {
+		ln.Close()
+		return err
+	}
+	s.ln = ln
+	return nil
+}
+
+// Addr is the bound HTTP address, nil before Listen.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// AnnounceAddr is the bound UDP announcement address, nil when off.
+func (s *Server) AnnounceAddr() net.Addr { return s.disc.AnnounceAddr() }
+
+// ProbeRetries counts probes re-sent on a fresh connection.
+func (s *Server) ProbeRetries() uint64 {
+	s.mu.Lock()
+	p := s.prober
+	s.mu.Unlock()
+	if p == nil {
+		return 0
+	}
+	return p.retries.Load()
+}
+
+// Run serves until ctx ends, then shuts everything down and returns once
+// every goroutine it started has returned.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	s.log.Info("serve_listening", "addr", s.ln.Addr().String(), "announce", fmt.Sprint(s.disc.AnnounceAddr()),
+		"daemons", fmt.Sprint(s.cfg.Daemons), "universe", s.cfg.Universe, "signed", len(s.cfg.Secret) > 0)
+	p := newProber(ctx, s.cfg.ProbeInterval, s.cfg.ProbeTimeout, s.cfg.ProbePromote, s.log, s.poke)
+	s.mu.Lock()
+	s.prober = p
+	s.mu.Unlock()
+
+	var wg sync.WaitGroup
+	var discErr error
+	wg.Go(func() {
+		if discErr = s.disc.Run(ctx); discErr != nil {
+			cancel()
+		}
+	})
+	wg.Go(func() { s.publish(ctx, p) })
+
+	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(s.ln) }()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		cancel()
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), shutdownGrace)
+	if serr := hs.Shutdown(sctx); serr != nil {
+		hs.Close()
+	}
+	scancel()
+	if err == nil {
+		if e := <-serveErr; !errors.Is(e, http.ErrServerClosed) {
+			err = e
+		}
+	}
+	wg.Wait()
+	p.wait()
+	if err == nil {
+		err = discErr
+	}
+	return err
+}
+
+func (s *Server) poke() {
+	select {
+	case s.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// publish is the one goroutine that rebuilds and publishes the route
+// snapshot: on any discovery or probe change, and on a tick so views and
+// probe results are seen to go stale.
+func (s *Server) publish(ctx context.Context, p *prober) {
+	tick := max(min(s.cfg.PollInterval, s.cfg.ProbeInterval, s.cfg.ProbeFresh)/4, 20*time.Millisecond)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		s.rebuild(p)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.disc.Changed():
+		case <-s.trigger:
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) rebuild(p *prober) {
+	defer recoverLog(s.log, "rebuild_panic")
+	s.holder.Store(s.builder.build(time.Now(), s.disc.Views(), p))
+}

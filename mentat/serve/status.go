@@ -1,0 +1,157 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
+)
+
+// StatusDoc is /status.json (mentat-wire.md, "Router outputs").
+type StatusDoc struct {
+	UptimeS int64                    `json:"uptime_s"`
+	Daemons map[string]DaemonStatus  `json:"daemons"`
+	Groups  map[string]GroupStatus   `json:"groups"`
+	Models  map[string]ModelLocation `json:"models"`
+}
+
+// DaemonStatus is one watched daemon in /status.json.
+type DaemonStatus struct {
+	Connected bool     `json:"connected"`
+	AgeS      *float64 `json:"age_s"` // null until a first good read
+	Error     *string  `json:"error"`
+	NodeID    string   `json:"node_id"`
+	Seed      bool     `json:"seed"`
+}
+
+// GroupStatus is one group in /status.json.
+type GroupStatus struct {
+	Daemon           string   `json:"daemon"`
+	AgentsAlive      int      `json:"agents_alive"`
+	ActorsRunning    int      `json:"actors_running"`
+	OpenAI           *string  `json:"openai"`
+	OpenAICandidates []string `json:"openai_candidates"`
+	OpenAINote       *string  `json:"openai_note"`
+	Provider         string   `json:"provider"`
+	MCP              *string  `json:"mcp"`
+	Healthy          bool     `json:"healthy"`
+	Models           []string `json:"models"`
+	WhyNot           *string  `json:"why_not"`
+}
+
+// ModelLocation is one routable model in /status.json.
+type ModelLocation struct {
+	Group string `json:"group"`
+	URL   string `json:"url"`
+}
+
+// Status renders a snapshot as /status.json; the MCP serve_status tool
+// reports the same document.
+func Status(s *routes.Snapshot, uptime time.Duration) StatusDoc {
+	doc := StatusDoc{
+		UptimeS: int64(uptime / time.Second),
+		Daemons: make(map[string]DaemonStatus, len(s.Daemons)),
+		Groups:  make(map[string]GroupStatus, len(s.Groups)),
+		Models:  make(map[string]ModelLocation, len(s.Models)),
+	}
+	for addr, d := range s.Daemons {
+		ds := DaemonStatus{Connected: d.Connected, Error: nullable(d.Error), NodeID: d.NodeID, Seed: d.Seed}
+		if d.NodeID != "" || d.Age > 0 {
+			age := math.Round(d.Age.Seconds()*10) / 10
+			ds.AgeS = &age
+		}
+		doc.Daemons[addr] = ds
+	}
+	for name, g := range s.Groups {
+		doc.Groups[name] = GroupStatus{
+			Daemon: g.Daemon, AgentsAlive: g.AgentsAlive, ActorsRunning: g.ActorsRunning,
+			OpenAI: nullable(g.OpenAI), OpenAICandidates: nonNil(g.OpenAICandidates),
+			OpenAINote: nullable(g.OpenAINote), Provider: g.Provider, MCP: nullable(g.MCP),
+			Healthy: g.Healthy, Models: nonNil(g.Models), WhyNot: nullable(g.WhyNot),
+		}
+	}
+	for m, r := range s.Models {
+		doc.Models[m] = ModelLocation{Group: r.Group, URL: r.Base.String()}
+	}
+	return doc
+}
+
+// ModelList renders /v1/models: every admitted engine's entries with every
+// field kept and owned_by set to the group. A shared id is listed once, for
+// the group that routes it (the first by name).
+func ModelList(s *routes.Snapshot) []json.RawMessage {
+	data := []json.RawMessage{}
+	for _, name := range s.GroupNames() {
+		g := s.Groups[name]
+		if !g.Healthy {
+			continue
+		}
+		for _, e := range g.ModelEntries {
+			var fields map[string]json.RawMessage
+			if json.Unmarshal(e, &fields) != nil {
+				continue
+			}
+			var id string
+			if json.Unmarshal(fields["id"], &id) != nil {
+				continue
+			}
+			if r := s.Models[id]; r == nil || r.Group != name {
+				continue
+			}
+			owner, _ := json.Marshal(name)
+			fields["owned_by"] = owner
+			b, err := json.Marshal(fields)
+			if err != nil {
+				continue
+			}
+			data = append(data, b)
+		}
+	}
+	return data
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		http.Error(w, "encoding the answer failed: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(buf.Bytes())
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, Status(s.holder.Load(), s.Uptime()))
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, struct {
+		Object string            `json:"object"`
+		Data   []json.RawMessage `json:"data"`
+	}{"list", ModelList(s.holder.Load())})
+}
+
+func handleHealthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("ok\n"))
+}
