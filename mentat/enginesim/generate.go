@@ -1,0 +1,138 @@
+package enginesim
+
+import (
+	"context"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// job is one validated generation request.
+type job struct {
+	id           string
+	created      int64
+	model        string
+	promptTokens int
+	// maxTokens is the most tokens to generate (finish "length"); stopAt is
+	// where the text ends on its own (finish "stop"), MaxInt with ignore_eos.
+	maxTokens int
+	stopAt    int
+	rng       *rand.Rand
+	arrival   time.Time
+}
+
+// Natural lengths of a generation that is not cut by max_tokens.
+const (
+	minNaturalLen = 16
+	maxNaturalLen = 128
+)
+
+// newJob seeds the request's random source from the engine seed, the
+// request's own seed and its prompt, so the same request gives the same text.
+func (e *Engine) newJob(prefix, model, prompt string, promptTokens, maxTokens, minTokens int, ignoreEOS bool, seed *int64) *job {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(prompt))
+	s := e.cfg.Seed
+	if seed != nil {
+		s ^= uint64(*seed) * 0x9e3779b97f4a7c15
+	}
+	rng := rand.New(rand.NewPCG(s, h.Sum64()))
+	stopAt := minNaturalLen + rng.IntN(maxNaturalLen-minNaturalLen+1)
+	stopAt = max(stopAt, minTokens)
+	if ignoreEOS {
+		stopAt = math.MaxInt
+	}
+	return &job{
+		id:           e.newID(prefix),
+		created:      time.Now().Unix(),
+		model:        model,
+		promptTokens: promptTokens,
+		maxTokens:    maxTokens,
+		stopAt:       stopAt,
+		rng:          rng,
+		arrival:      time.Now(),
+	}
+}
+
+// tokenSink receives generated token i: the index of its word in words
+// (written with a leading space unless i is 0) and, on the last token, the
+// finish reason. An error (the client went away) aborts the generation.
+type tokenSink func(i, word int, finish string) error
+
+// generate queues j, plays its timing and hands each token to sink. It
+// returns the finish reason and the number of tokens generated. Cancelling
+// ctx frees the slot at once; the request then counts as "abort".
+//
+// The caller's goroutine does all the work: no goroutine or timer per
+// token, one timer per request.
+func (e *Engine) generate(ctx context.Context, t *ticket, j *job, sink tokenSink) (finish string, n int, err error) {
+	defer e.sched.release(t)
+	total := min(j.maxTokens, j.stopAt)
+	finish = finishLength
+	if j.stopAt <= j.maxTokens {
+		finish = finishStop
+	}
+	defer func() {
+		if err != nil {
+			finish = finishAbort
+		}
+		e.stats.finished(finish)
+		e.metrics.e2eLatency.Observe(time.Since(j.arrival).Seconds())
+	}()
+
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	queued := true
+	prefill := true // the next token comes after a (re)computed prefill
+	var last time.Time
+	for n < total {
+		if err := e.sched.wait(ctx, t); err != nil {
+			return finish, n, err
+		}
+		if queued {
+			queued = false
+			e.metrics.queueTime.Observe(time.Since(j.arrival).Seconds())
+		}
+		if d := e.lat.delay(prefill, j.rng); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-ctx.Done():
+				return finish, n, ctx.Err()
+			case <-timer.C:
+			}
+		} else if err := ctx.Err(); err != nil {
+			return finish, n, err
+		}
+		if !e.sched.grow(t) {
+			e.sched.preempt(t)
+			e.stats.preemptions.Add(1)
+			prefill = true
+			continue
+		}
+		prefill = false
+		now := time.Now()
+		if n == 0 {
+			s := now.Sub(j.arrival).Seconds()
+			e.metrics.ttft.Observe(s)
+			e.samples.observe(sampleTTFT, s)
+			e.stats.promptTokens.Add(int64(j.promptTokens))
+		} else {
+			s := now.Sub(last).Seconds()
+			e.metrics.itl.Observe(s)
+			e.samples.observe(sampleITL, s)
+		}
+		last = now
+		f := ""
+		if n == total-1 {
+			f = finish
+		}
+		if err := sink(n, j.rng.IntN(len(words)), f); err != nil {
+			return finish, n, err
+		}
+		e.stats.generationTokens.Add(1)
+		n++
+	}
+	return finish, n, nil
+}

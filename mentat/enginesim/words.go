@@ -1,0 +1,40 @@
+package enginesim
+
+// words is the vocabulary the engine generates from. Each word is one token
+// with and without a leading space, so a generated text of n words
+// re-tokenizes to exactly n tokens.
+var words = [...]string{
+	"the", "of", "and", "to", "in", "is", "that", "for", "it", "as",
+	"with", "was", "on", "be", "at", "by", "this", "had", "not", "are",
+	"but", "from", "or", "have", "an", "they", "which", "one", "you", "were",
+	"all", "we", "her", "she", "there", "would", "their", "will", "when", "who",
+	"him", "been", "has", "more", "if", "no", "out", "so", "said", "what",
+	"up", "its", "about", "than", "into", "them", "can", "only", "other", "time",
+	"new", "some", "could", "these", "two", "may", "first", "then", "do", "any",
+	"like", "my", "now", "over", "such", "our", "man", "me", "even", "most",
+	"made", "after", "also", "did", "many", "before", "must", "through", "back", "years",
+	"where", "much", "your", "way", "well", "down", "should", "because", "each", "just",
+	"those", "people", "how", "too", "little", "state", "good", "very", "make", "world",
+	"still", "own", "see", "men", "work", "long", "get", "here", "between", "both",
+	"life", "being", "under", "never", "day", "same", "another", "know", "while", "last",
+	"might", "us", "great", "old", "year", "off", "come", "since", "against", "go",
+	"came", "right", "used", "take", "three", "states", "himself", "few", "house", "use",
+	"during", "without", "again", "place", "around", "however", "home", "small", "found", "thought",
+	"went", "say", "part", "once", "general", "high", "upon", "school", "every", "does",
+	"got", "united", "left", "number", "course", "war", "until", "always", "away", "something",
+	"fact", "though", "water", "less", "public", "put", "think", "almost", "hand", "enough",
+	"far", "took", "head", "yet", "government", "system", "better", "set", "told", "nothing",
+	"night", "end", "why", "called", "didn", "eyes", "find", "going", "look", "asked",
+	"later", "knew", "point", "next", "program", "city", "business", "give", "group", "toward",
+	"young", "days", "let", "room", "president", "side", "social", "given", "present", "several",
+	"order", "national", "possible", "rather", "second", "face", "per", "among", "form", "important",
+	"often", "things", "looked", "early", "white", "case", "john", "become", "large", "big",
+	"need", "four", "within", "felt", "along", "children", "saw", "best", "church", "ever",
+	"least", "power", "development", "light", "thing", "seemed", "family", "interest", "want", "members",
+	"mind", "country", "area", "others", "although", "turned", "done", "open", "god", "service",
+	"certain", "kind", "problem", "began", "different", "door", "thus", "help", "means", "sense",
+	"whole", "matter", "perhaps", "itself", "york", "times", "law", "human", "line", "above",
+	"name", "example", "action", "company", "hands", "local", "show", "whether", "five", "history",
+	"gave", "today", "either", "act", "feet", "across", "taken", "past", "quite", "anything",
+	"model", "token", "engine", "router", "request", "stream", "cluster", "latency", "queue", "cache",
+}
