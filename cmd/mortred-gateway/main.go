@@ -1,0 +1,85 @@
+// Command mortred-gateway is mortred's authenticated data plane (:8080).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/internal/logx"
+	"github.com/fe64bb06/frontdoor/internal/version"
+	"github.com/fe64bb06/frontdoor/mortred/config"
+	"github.com/fe64bb06/frontdoor/mortred/gateway"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+func main() {
+	if version.Handle("mortred-gateway", os.Args[1:], os.Stdout) {
+		return
+	}
+	confPath := flag.String("config", "conf/mortred.toml", "control-plane file (its [gateway] section and catalog)")
+	flag.Parse()
+	if err := run(*confPath); err != nil {
+		fmt.Fprintln(os.Stderr, "mortred-gateway:", err)
+		os.Exit(1)
+	}
+}
+
+func run(confPath string) error {
+	log := logx.Default()
+	cp, err := config.LoadControlPlane(confPath)
+	if err != nil {
+		return err
+	}
+	cat, err := config.LoadCatalog(cp.Supervisor.ServerConfDir)
+	if err != nil {
+		return err
+	}
+	setup, err := gateway.FromConfig(cp, cat, envconf.OS())
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	gw, err := gateway.New(setup.Config, log, reg)
+	if err != nil {
+		return err
+	}
+	defer gw.Close()
+	l, err := net.Listen("tcp", setup.Addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler: gw,
+		// Slow-header clients are cut; bodies and answers are bounded by the
+		// model server's own deadlines, not by a hidden write timeout here.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       90 * time.Second,
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(gateway.LimitListener(l, setup.MaxConnections)) }()
+	log.Info("gateway_listening", "addr", l.Addr().String(), "models", len(setup.Config.Upstreams))
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
