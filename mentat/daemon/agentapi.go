@@ -22,20 +22,19 @@ const (
 
 // Limits on what one agent may register.
 const (
-	MaxBodyBytes       = 64 << 10
-	MaxAgents          = 1024
-	MaxActorsPerAgent  = 64
-	MaxServices        = 8
-	maxIDLen           = 256
-	maxNameLen         = 128
-	maxNoteLen         = 512
-	maxReasonLen       = 1024
-	maxHostLen         = 253
-	maxPathLen         = 256
-	maxProviderLen     = 64
-	maxGroupLen        = 64
-	maxServiceNameLen  = 32
-	defaultActorReason = ""
+	MaxBodyBytes      = 64 << 10
+	MaxAgents         = 1024
+	MaxActorsPerAgent = 64
+	MaxServices       = 8
+	maxIDLen          = 256
+	maxNameLen        = 128
+	maxNoteLen        = 512
+	maxReasonLen      = 1024
+	maxHostLen        = 253
+	maxPathLen        = 256
+	maxProviderLen    = 64
+	maxGroupLen       = 64
+	maxServiceNameLen = 32
 )
 
 // RegisterRequest registers an agent, or replaces an existing registration
