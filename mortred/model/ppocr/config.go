@@ -1,0 +1,208 @@
+package ppocr
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/mortred/model/imageio"
+	"github.com/fe64bb06/frontdoor/mortred/model/ort"
+)
+
+// EnvModelDir relocates the model store: when set, it replaces the model_dir
+// of every model TOML (make sets it to .deps/models).
+const EnvModelDir = "MORTRED_MODEL_DIR"
+
+// base holds the keys every model TOML has.
+//
+// Path rule (the same comment heads each conf/models file): model_file and
+// the label/dictionary files are used as is when absolute; else they are
+// relative to the model store, which is MORTRED_MODEL_DIR when set, else
+// model_dir (itself relative to the TOML file's directory). With no model_dir
+// key the paths are relative to the TOML file's directory and
+// MORTRED_MODEL_DIR does not apply.
+type base struct {
+	Type    string `toml:"type"`
+	Name    string `toml:"name"`
+	Version string `toml:"version"`
+	// Category is read by the server's catalog (default: the type).
+	Category string `toml:"category"`
+	// ModelDir is the model store; see the path rule above.
+	ModelDir  string `toml:"model_dir"`
+	ModelFile string `toml:"model_file"`
+	// InputName and OutputName are the graph's tensor names; default "x"
+	// for the input, the output is required.
+	InputName  string `toml:"input_name"`
+	OutputName string `toml:"output_name"`
+	// ChannelOrder is the order of colour channels fed to the model: "RGB"
+	// (default) or "BGR" (PaddleOCR's models).
+	ChannelOrder string `toml:"channel_order"`
+	// Mean and Std normalise (v/255 - mean)/std per fed channel; default
+	// 0.5 and 0.5.
+	Mean []float64 `toml:"mean"`
+	Std  []float64 `toml:"std"`
+	// MaxPixels bounds width × height of a request image, checked before
+	// decoding; 0 means imageio.DefaultMaxPixels.
+	MaxPixels int `toml:"max_pixels"`
+	// MaxBatch bounds the items of one session run when the model splits its
+	// own work (the ocr pipeline, or a server batch larger than this); 0
+	// means 6, PaddleOCR's default.
+	MaxBatch int `toml:"max_batch"`
+
+	dir   string // the TOML file's directory
+	store string // resolved model store
+	bgr   bool
+	mean  [3]float32
+	scale [3]float32 // 1/(255·std)
+}
+
+func (b *base) defaults() {
+	if b.InputName == "" {
+		b.InputName = "x"
+	}
+	if b.ChannelOrder == "" {
+		b.ChannelOrder = "RGB"
+	}
+	if b.Mean == nil {
+		b.Mean = []float64{0.5, 0.5, 0.5}
+	}
+	if b.Std == nil {
+		b.Std = []float64{0.5, 0.5, 0.5}
+	}
+	if b.MaxPixels == 0 {
+		b.MaxPixels = imageio.DefaultMaxPixels
+	}
+	if b.MaxBatch == 0 {
+		b.MaxBatch = 6
+	}
+}
+
+func (b *base) validate() error {
+	var errs []error
+	if b.ModelFile == "" {
+		errs = append(errs, errors.New("model_file is required"))
+	}
+	if b.OutputName == "" {
+		errs = append(errs, errors.New("output_name is required (the graph's output tensor)"))
+	}
+	switch strings.ToUpper(b.ChannelOrder) {
+	case "RGB":
+	case "BGR":
+		b.bgr = true
+	default:
+		errs = append(errs, fmt.Errorf("channel_order %q: want RGB or BGR", b.ChannelOrder))
+	}
+	if len(b.Mean) != 3 || len(b.Std) != 3 {
+		errs = append(errs, fmt.Errorf("mean and std need 3 values each (got %d and %d)", len(b.Mean), len(b.Std)))
+	} else {
+		for i := range 3 {
+			if b.Std[i] <= 0 {
+				errs = append(errs, fmt.Errorf("std[%d] = %v: must be positive", i, b.Std[i]))
+			}
+			b.mean[i] = float32(b.Mean[i])
+			b.scale[i] = float32(1 / (255 * b.Std[i]))
+		}
+	}
+	if b.MaxPixels < 0 {
+		errs = append(errs, fmt.Errorf("max_pixels %d: must be ≥ 0", b.MaxPixels))
+	}
+	if b.MaxBatch < 0 {
+		errs = append(errs, fmt.Errorf("max_batch %d: must be ≥ 0", b.MaxBatch))
+	}
+	return errors.Join(errs...)
+}
+
+// path resolves a file key by the path rule.
+func (b *base) path(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(b.store, p)
+}
+
+func (b *base) session(opts ortOptions) (*ort.Session, error) {
+	return ort.NewSession(ort.Config{
+		ModelPath:      b.path(b.ModelFile),
+		Inputs:         []string{b.InputName},
+		Outputs:        []string{b.OutputName},
+		IntraOpThreads: opts.threads,
+	})
+}
+
+type ortOptions struct{ threads int }
+
+// load decodes a model TOML into cfg (a struct embedding base), refusing
+// unknown keys so that a typo stops the server instead of being ignored.
+func load(path string, cfg interface{ common() *base }) error {
+	if path == "" {
+		return errors.New("this model type needs a model TOML (model_config_file_path)")
+	}
+	dir, err := decodeStrict(path, cfg)
+	if err != nil {
+		return err
+	}
+	b := cfg.common()
+	b.dir = dir
+	b.store = b.dir
+	if b.ModelDir != "" {
+		b.store = envconf.OS().String(EnvModelDir, "")
+		if b.store == "" {
+			b.store = b.ModelDir
+			if !filepath.IsAbs(b.store) {
+				b.store = filepath.Join(b.dir, b.store)
+			}
+		}
+	}
+	b.defaults()
+	return nil
+}
+
+func (b *base) common() *base { return b }
+
+// decodeStrict decodes a TOML file, refusing unknown keys, and returns the
+// file's absolute directory.
+func decodeStrict(path string, v any) (string, error) {
+	md, err := toml.DecodeFile(path, v)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("model config %s not found: check model_config_file_path", path)
+		}
+		return "", fmt.Errorf("model config %s: %v", path, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return "", fmt.Errorf("model config %s: unknown keys %s", path, strings.Join(keys, ", "))
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(abs), nil
+}
+
+// readLines reads a label or dictionary file, one entry per line.
+func readLines(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s not found: run `make setup-models`, or fix the path in the model TOML", ort.ErrMissing, path)
+		}
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		out = append(out, strings.TrimRight(sc.Text(), "\r\n"))
+	}
+	return out, sc.Err()
+}
