@@ -1,0 +1,89 @@
+package serve
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/envconf"
+)
+
+func TestLoadConfigDefaults(t *testing.T) {
+	c, err := LoadConfig(envconf.Map(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Port: 6381, HTTPAddr: ":6381", Daemons: []string{"127.0.0.1:6380"}, AnnouncePort: 6382, AnnounceAddr: ":6382",
+		AllowedSources: []string{"10.100.0.", "192.168.1.", "127.0.0.1", "::1", "172."}, DiscoverPeers: true,
+		PollInterval: 10 * time.Second, ProbeInterval: 5 * time.Second, ProbeTimeout: 3 * time.Second,
+		ProbeFresh: 18 * time.Second, ProbePromote: 30 * time.Second, ServingTimeout: 1800 * time.Second,
+		MCPTimeout: 180 * time.Second, ToolsTTL: 60 * time.Second, Universe: "default",
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("defaults\n got %+v\nwant %+v", c, want)
+	}
+}
+
+func TestLoadConfigRules(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "key")
+	os.WriteFile(keyFile, []byte("  s3cret\n"), 0o600)
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, []byte(" \n"), 0o600)
+
+	c, err := LoadConfig(envconf.Map(map[string]string{
+		"MENTAT_DAEMONS": "", "MENTAT_ANNOUNCE_PORT": "0", "DISCOVER_PEERS": "yes",
+		"PROBE_INTERVAL_S": "0.5", "PROBE_TIMEOUT_S": "0.25", "POLL_INTERVAL_S": "-1",
+		"MENTAT_SECRET": "ignored", "MENTAT_SECRET_FILE": keyFile, "ALLOWED_SOURCES": "10.,::1",
+		"MENTAT_UNIVERSE": "prod", "SERVE_PORT": "7000",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Daemons) != 0 || c.Daemons == nil {
+		t.Fatalf("MENTAT_DAEMONS set and empty seeds nothing: %v", c.Daemons)
+	}
+	if c.AnnounceAddr != "" || c.AnnouncePort != 0 {
+		t.Fatal("MENTAT_ANNOUNCE_PORT=0 leaves the listener on")
+	}
+	if c.DiscoverPeers {
+		t.Fatal("DISCOVER_PEERS=yes enables peers; only 1 does")
+	}
+	if c.ProbeInterval != 500*time.Millisecond || c.ProbeFresh != 1750*time.Millisecond || c.ProbePromote != 3*time.Second {
+		t.Fatalf("derived probe times: %v %v %v", c.ProbeInterval, c.ProbeFresh, c.ProbePromote)
+	}
+	if c.PollInterval != 10*time.Second {
+		t.Fatal("negative *_S did not take the default")
+	}
+	if string(c.Secret) != "s3cret" || c.Universe != "prod" || c.HTTPAddr != ":7000" || !reflect.DeepEqual(c.AllowedSources, []string{"10.", "::1"}) {
+		t.Fatalf("%+v", c)
+	}
+
+	c, _ = LoadConfig(envconf.Map(map[string]string{"PROBE_FRESH_S": "7", "PROBE_PROMOTE_S": "9", "MENTAT_SECRET": " k ",
+		"MENTAT_DAEMONS": "10.0.0.1, 10.0.0.2:7000,[::1]:6380,http://h:1/"}))
+	if c.ProbeFresh != 7*time.Second || c.ProbePromote != 9*time.Second || string(c.Secret) != "k" {
+		t.Fatalf("%+v", c)
+	}
+	if !reflect.DeepEqual(c.Daemons, []string{"10.0.0.1:6380", "10.0.0.2:7000", "[::1]:6380", "h:1"}) {
+		t.Fatalf("daemons %v", c.Daemons)
+	}
+
+	for name, env := range map[string]map[string]string{
+		"unreadable": {"MENTAT_SECRET_FILE": filepath.Join(dir, "missing")},
+		"empty":      {"MENTAT_SECRET_FILE": empty},
+		"bad daemon": {"MENTAT_DAEMONS": "10.0.0.1:notaport"},
+	} {
+		_, err := LoadConfig(envconf.Map(env))
+		if err == nil {
+			t.Errorf("%s: no error", name)
+			continue
+		}
+		if name != "bad daemon" && !strings.Contains(err.Error(), "MENTAT_SECRET_FILE") {
+			t.Errorf("%s: error does not say which variable: %v", name, err)
+		}
+	}
+}
