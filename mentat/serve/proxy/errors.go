@@ -1,0 +1,115 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// OpenAI error types used in bodies.
+const (
+	typeInvalid = "invalid_request_error"
+	typeServer  = "server_error"
+)
+
+// StatusClientClosed is the status metrics record for a client that hung
+// up before its answer was complete (nginx's 499). It is never sent.
+const StatusClientClosed = 499
+
+// Error is a refusal or failure of one request: the client-facing text
+// apart from the cause, which is only logged.
+type Error struct {
+	// Status is the HTTP status code.
+	Status int
+	// Type and Code fill the OpenAI-style body; Param names the request
+	// field at fault ("" when none).
+	Type, Code, Param string
+	// Message says what failed and what to do; it is sent to the client.
+	Message string
+	// Cause is the underlying error, logged and never sent.
+	Cause error
+}
+
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return e.Message + ": " + e.Cause.Error()
+	}
+	return e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// errClientGone marks a request whose client went away; nothing is
+// written and nothing is logged above debug.
+var errClientGone = errors.New("client closed the connection")
+
+type errorBody struct {
+	Error errorFields `json:"error"`
+}
+
+type errorFields struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    string  `json:"code"`
+}
+
+// WriteError writes e as an OpenAI-style JSON error body:
+// {"error":{"message":…,"type":…,"param":…,"code":…}}. It is the only
+// place the proxy writes an error response, and other router handlers may
+// use it for the same shape.
+func WriteError(w http.ResponseWriter, e *Error) {
+	f := errorFields{Message: e.Message, Type: e.Type, Code: e.Code}
+	if f.Type == "" {
+		f.Type = typeServer
+		if e.Status < 500 {
+			f.Type = typeInvalid
+		}
+	}
+	if e.Param != "" {
+		f.Param = &e.Param
+	}
+	b, _ := json.Marshal(errorBody{Error: f})
+	b = append(b, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(b)
+}
+
+// classifyUpstream turns a failed round trip into the client's answer.
+// parent is the client's context, ctx the upstream one (parent plus the
+// SERVING_TIMEOUT_S deadline).
+func classifyUpstream(err error, parent, ctx context.Context, x *exchange) error {
+	if parent.Err() != nil {
+		return errClientGone
+	}
+	inner := err
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		inner = ue.Err
+	}
+	where := fmt.Sprintf("upstream %s of group %q", x.target.Redacted(), x.route.Group)
+	if ctx.Err() == context.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
+		return &Error{Status: http.StatusGatewayTimeout, Code: "upstream_timeout",
+			Message: fmt.Sprintf("%s did not finish within SERVING_TIMEOUT_S (%s); the request was cancelled. Raise SERVING_TIMEOUT_S if generations legitimately run longer", where, x.timeout),
+			Cause:   inner}
+	}
+	var op *net.OpError
+	var dns *net.DNSError
+	if (errors.As(inner, &op) && op.Op == "dial") || errors.As(inner, &dns) {
+		return &Error{Status: http.StatusBadGateway, Code: "upstream_unreachable",
+			Message: fmt.Sprintf("cannot connect to %s: %v; the engine may be down or restarting (see /status.json)", where, inner),
+			Cause:   inner}
+	}
+	return &Error{Status: http.StatusBadGateway, Code: "upstream_error",
+		Message: fmt.Sprintf("%s failed before answering: %v; the request was not retried (it may have reached the engine)", where, inner),
+		Cause:   inner}
+}
