@@ -35,11 +35,15 @@ func newActorID() string {
 	return "a:" + hex.EncodeToString(b[:])
 }
 
-// start reports spawning, starts the process and reports running. On error
-// it has reported dead and returns the exit status the agent should use
-// (127 not found, 126 otherwise, as shells do).
-func (a *actor) start() (int, error) {
+// spawning reports the actor before its process exists.
+func (a *actor) spawning() {
 	a.report(a.id, daemon.ActorState{Name: a.name, State: wire.ActorSpawning})
+}
+
+// start starts the process and reports running. On error it has reported
+// dead and returns the exit status the agent should use (127 not found,
+// 126 otherwise, as shells do).
+func (a *actor) start() (int, error) {
 	cmd := exec.Command(a.argv[0], a.argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/logx"
 	"github.com/fe64bb06/frontdoor/mentat/daemon"
@@ -16,6 +17,10 @@ import (
 // to the engine's process group; SIGINT, SIGTERM, SIGQUIT and SIGHUP also
 // mean "stop" (deregister once the engine is gone).
 var Signals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2}
+
+// firstRegisterWait bounds how long the engine waits for the agent's first
+// registration.
+const firstRegisterWait = 3 * time.Second
 
 func isStop(s os.Signal) bool {
 	return s == syscall.SIGINT || s == syscall.SIGTERM || s == syscall.SIGQUIT || s == syscall.SIGHUP
@@ -79,6 +84,15 @@ func Run(cfg Config, log *slog.Logger, sigs <-chan os.Signal) int {
 // runActor runs the engine until it exits, passing signals through.
 func runActor(cfg Config, log *slog.Logger, l *link, sigs <-chan os.Signal) (code int, leave bool) {
 	a := &actor{id: newActorID(), name: cfg.ActorName, argv: cfg.Command, log: log, report: l.setActor}
+	a.spawning()
+	// The daemon sees the actor spawning before it runs; a daemon that is
+	// down delays the engine by at most firstRegisterWait.
+	select {
+	case <-l.first:
+	case <-time.After(firstRegisterWait):
+		log.Warn("starting_unregistered", "daemon", cfg.Daemon, "waited", firstRegisterWait,
+			"hint", "the engine starts anyway; the agent keeps trying to register")
+	}
 	if code, err := a.start(); err != nil {
 		return code, false
 	}

@@ -36,12 +36,15 @@ type link struct {
 	every      time.Duration
 	lastErr    string
 	kick       chan struct{}
+	// first closes at the first successful registration.
+	first     chan struct{}
+	firstOnce sync.Once
 }
 
 func newLink(c *daemon.Client, log *slog.Logger, base daemon.RegisterRequest, services map[string]wire.Service) *link {
 	return &link{client: c, log: log, base: base, services: maps.Clone(services),
 		actors: map[string]daemon.ActorState{}, dirtyA: map[string]bool{}, dirtyN: map[string]bool{},
-		every: time.Second, kick: make(chan struct{}, 1)}
+		every: time.Second, kick: make(chan struct{}, 1), first: make(chan struct{})}
 }
 
 func (l *link) poke() {
@@ -131,10 +134,10 @@ func (l *link) sync(ctx context.Context) {
 // lost drops the registration so the next sync sends the whole state again
 // (which includes whatever update just failed).
 func (l *link) lost(ctx context.Context, what string, err error) {
-	if ctx.Err() != nil {
-		return
-	}
 	l.registered = false
+	if ctx.Err() != nil {
+		return // our own cancellation: finish registers the final state
+	}
 	l.note("daemon_call_failed", what, err)
 	l.poke()
 }
@@ -170,6 +173,7 @@ func (l *link) register(ctx context.Context) {
 		return
 	}
 	again := l.bootID != ""
+	l.firstOnce.Do(func() { close(l.first) })
 	l.registered, l.agentID, l.bootID, l.lastErr = true, resp.AgentID, resp.BootID, ""
 	if hb := time.Duration(resp.HeartbeatS * float64(time.Second)); hb > 0 {
 		l.every = min(max(hb, 50*time.Millisecond), time.Minute)

@@ -62,6 +62,9 @@ func (e *RequestError) Error() string {
 // Limits bound a request; zero fields mean no limit.
 type Limits struct {
 	MaxItems int
+	// Params, when set, checks the params object (the model's
+	// ValidateParams); its findings are part of the 422 answer.
+	Params func(map[string]json.RawMessage) []FieldError
 }
 
 var knownKeys = map[string]bool{"req_id": true, "images": true, "params": true, "options": true}
@@ -103,7 +106,11 @@ func Parse(body []byte, lim Limits) (*Parsed, *RequestError) {
 			errs = append(errs, FieldError{Pointer: "/req_id", Message: "req_id must be a string"})
 		}
 	}
+	nerr := len(errs)
 	p.Params, errs = objectField(top, "params", errs)
+	if lim.Params != nil && len(errs) == nerr {
+		errs = append(errs, lim.Params(p.Params)...)
+	}
 	var opts map[string]json.RawMessage
 	opts, errs = objectField(top, "options", errs)
 	p.Request.Options = opts

@@ -14,7 +14,7 @@ import (
 
 // activeJobsMetric is the model server's gauge of async jobs admitted and not
 // yet finished (pending + running).
-const activeJobsMetric = "mortred_async_jobs_active"
+const activeJobsMetric = "mortred_async_queue_depth"
 
 // waitJobs polls a model server until it has no active async jobs, at most
 // GracefulWait; past that the restart goes ahead and says so in the log.

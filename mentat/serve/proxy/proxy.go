@@ -237,7 +237,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 
 	var flushFn func() error
 	if flush {
-		flushFn = rc.Flush
+		flushFn = nil
 		// The status line goes out now, not with the first frame.
 		if err := rc.Flush(); err != nil {
 			return p.afterHeaders(r, ctx, errClientGone)
