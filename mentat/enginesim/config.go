@@ -93,9 +93,7 @@ func (n names) String() string {
 }
 
 func (n names) Set(v string) error {
-	for _, s := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
-		*n.list = append(*n.list, s)
-	}
+	*n.list = append(*n.list, strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' })...)
 	return nil
 }
 

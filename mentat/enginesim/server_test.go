@@ -17,11 +17,7 @@ func TestModelsShape(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("GET /v1/models: %d %s", code, body)
 	}
-	var got struct {
-		Object string           `json:"object"`
-		Data   []map[string]any `json:"data"`
-	}
-	got = decode[struct {
+	got := decode[struct {
 		Object string           `json:"object"`
 		Data   []map[string]any `json:"data"`
 	}](t, body)
