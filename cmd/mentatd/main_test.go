@@ -1,0 +1,451 @@
+package main
+
+// Process-level tests: the real mentatd binary, built once in TestMain, run
+// as daemon and agent on 127.0.0.1 with fast intervals. The engine is this
+// test binary re-executed as a tiny HTTP server (helperMain).
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/goleak"
+
+	"github.com/fe64bb06/frontdoor/mentat/wire"
+)
+
+var bin string // the mentatd binary
+
+func TestMain(m *testing.M) {
+	if os.Getenv("MENTATD_TEST_HELPER") == "serve" {
+		helperMain()
+		return
+	}
+	dir, err := os.MkdirTemp("", "mentatd-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "mentatd")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// helperMain is the fake engine: HTTP on HELPER_ADDR; on SIGTERM it says so
+// and exits 3, so a test can tell the signal reached it.
+func helperMain() {
+	ln, err := net.Listen("tcp", os.Getenv("HELPER_ADDR"))
+	if err != nil {
+		fmt.Println("helper listen:", err)
+		os.Exit(1)
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM)
+	go func() { _ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })) }()
+	fmt.Println("helper listening", ln.Addr())
+	<-sigs
+	fmt.Println("helper got SIGTERM")
+	os.Exit(3)
+}
+
+// proc is a started mentatd with its output collected.
+type proc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  strings.Builder
+	done chan struct{}
+	code int
+}
+
+func start(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = append(os.Environ(), env...)
+	pr, pw := io.Pipe()
+	p.cmd.Stdout, p.cmd.Stderr = pw, pw
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.out.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	go func() {
+		_ = p.cmd.Wait()
+		p.code = p.cmd.ProcessState.ExitCode()
+		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			p.code = 128 + int(ws.Signal())
+		}
+		pw.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			t.Logf("%s output:\n%s", strings.Join(args, " "), p.output())
+		}
+	})
+	return p
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// waitOutput waits for a line matching re and returns its submatches.
+func (p *proc) waitOutput(re string) []string {
+	p.t.Helper()
+	rx := regexp.MustCompile(re)
+	var m []string
+	eventually(p.t, "output "+re, func() bool { m = rx.FindStringSubmatch(p.output()); return m != nil })
+	return m
+}
+
+func (p *proc) signal(s syscall.Signal) { _ = p.cmd.Process.Signal(s) }
+
+// wait waits for the process to exit and returns its status.
+func (p *proc) wait() int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		return p.code
+	case <-time.After(30 * time.Second):
+		p.t.Fatalf("process did not exit; output:\n%s", p.output())
+		return -1
+	}
+}
+
+func (p *proc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// daemonEnv is a fast daemon on 127.0.0.1 that never looks at the real NICs
+// beyond lo and never broadcasts.
+func daemonEnv(port int, extra ...string) []string {
+	return append([]string{"MENTAT_HTTP_HOST=127.0.0.1", "MENTAT_HTTP_PORT=" + strconv.Itoa(port),
+		"MENTAT_ANNOUNCE_IFACES=lo", "MENTAT_ANNOUNCE_PORT=0", "MENTAT_ANNOUNCE_INTERVAL_S=0.2",
+		"MENTAT_PEER_POLL_S=0.2", "MENTAT_AGENT_TIMEOUT_S=0.6", "MENTAT_SECRET=", "MENTAT_SECRET_FILE=",
+		"MENTAT_PEERS=", "MENTAT_ANNOUNCE_ADDR=", "MENTAT_NODE_IP="}, extra...)
+}
+
+func startDaemon(t *testing.T, extra ...string) (*proc, string) {
+	p := start(t, daemonEnv(0, extra...), "daemon")
+	addr := p.waitOutput(`event=http_listening addr=(\S+)`)[1]
+	return p, addr
+}
+
+func status(t *testing.T, addr string) *wire.Snapshot {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/status")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	s, err := wire.DecodeSnapshot(body)
+	if err != nil {
+		t.Fatalf("status: %v: %s", err, body)
+	}
+	return s
+}
+
+func agentEnv(daemon string, extra ...string) []string {
+	return append([]string{"MENTAT_DAEMON=" + daemon, "MENTAT_CONTAINER=c1", "MENTAT_BIND_CHECK_S=0.1",
+		"MENTAT_NODE_IP=", "MENTAT_OPENAI_API=", "MENTAT_MCP_API=", "MENTAT_MODEL_PROVIDER="}, extra...)
+}
+
+func helperEnv(addr string) []string {
+	return []string{"MENTATD_TEST_HELPER=serve", "HELPER_ADDR=" + addr}
+}
+
+// actorStates follows /events and records every state the group's actors
+// take, in order.
+func actorStates(t *testing.T, addr, group string) func() []string {
+	ctx, cancel := context.WithCancel(context.Background())
+	c, _, err := websocket.Dial(ctx, "ws://"+addr+"/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var states []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for first := true; ; first = false {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				return
+			}
+			var ev wire.Event
+			if json.Unmarshal(b, &ev) != nil || (first && ev.Type != "snapshot") {
+				mu.Lock()
+				states = append(states, "BAD FRAME "+string(b))
+				mu.Unlock()
+				return
+			}
+			for _, op := range ev.Patch {
+				var st []string
+				switch {
+				case len(op.At) == 2 && op.At[0] == "groups" && op.At[1] == group && op.Value != nil:
+					var g wire.Group
+					_ = json.Unmarshal(op.Value, &g)
+					for _, a := range g.Actors {
+						st = append(st, a.State)
+					}
+				case len(op.At) == 4 && op.At[1] == group && op.At[2] == "actors":
+					var a wire.Actor
+					_ = json.Unmarshal(op.Value, &a)
+					st = append(st, a.State)
+				}
+				mu.Lock()
+				for _, s := range st {
+					if len(states) == 0 || states[len(states)-1] != s {
+						states = append(states, s)
+					}
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); c.CloseNow(); <-done })
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), states...)
+	}
+}
+
+func TestActorLifecycleSignalsAndNarrowBind(t *testing.T) {
+	_, daddr := startDaemon(t)
+	states := actorStates(t, daddr, "g1")
+	port := freePort(t)
+	exe, _ := os.Executable()
+	a := start(t, append(agentEnv(daddr, "MENTAT_GROUP=g1", fmt.Sprintf("MENTAT_OPENAI_API=%d/v1", port),
+		"MENTAT_MODEL_PROVIDER=VLLM"), helperEnv(fmt.Sprintf("127.0.0.1:%d", port))...),
+		"agent", "--", exe)
+
+	var s *wire.Snapshot
+	eventually(t, "actor running with the narrow-bind note", func() bool {
+		s = status(t, daddr)
+		if s == nil {
+			return false
+		}
+		ag := s.Groups["g1"].Agents["g1@c1@127.0.0.1"]
+		return len(s.Groups["g1"].Actors) == 1 && ag.Services["openai"].Note == "bound to 127.0.0.1 only"
+	})
+	ag := s.Groups["g1"].Agents["g1@c1@127.0.0.1"]
+	if svc := ag.Services["openai"]; !ag.Alive || svc.Port != port || svc.Path != "/v1" || svc.Host != "" || svc.Provider != "vllm" {
+		t.Fatalf("agent %+v", ag)
+	}
+	for _, act := range s.Groups["g1"].Actors {
+		if act.State != "running" || act.PID == 0 || act.Name != filepath.Base(exe) {
+			t.Fatalf("actor %+v", act)
+		}
+	}
+	a.waitOutput(`event=service_bind_narrow service=openai port=` + strconv.Itoa(port))
+
+	a.signal(syscall.SIGTERM)
+	if code := a.wait(); code != 3 {
+		t.Fatalf("agent exit status %d, want the engine's 3", code)
+	}
+	if !strings.Contains(a.output(), "helper got SIGTERM") {
+		t.Fatal("SIGTERM did not reach the engine")
+	}
+	eventually(t, "spawning, running, dead on /events", func() bool {
+		return strings.Join(states(), ",") == "spawning,running,dead"
+	})
+	eventually(t, "agent deregistered after a requested stop", func() bool {
+		s := status(t, daddr)
+		return s != nil && len(s.Groups) == 0
+	})
+}
+
+func TestKilledEngineIsDeadThenAgentAgesOut(t *testing.T) {
+	_, daddr := startDaemon(t)
+	exe, _ := os.Executable()
+	a := start(t, append(agentEnv(daddr, "MENTAT_GROUP=g2", "MENTAT_OPENAI_API=http://10.9.9.9:8000/v1"),
+		helperEnv("127.0.0.1:0")...), "agent", "--", exe)
+	var pid int
+	eventually(t, "actor running", func() bool {
+		s := status(t, daddr)
+		if s == nil {
+			return false
+		}
+		for _, act := range s.Groups["g2"].Actors {
+			if act.State == "running" {
+				pid = act.PID
+			}
+		}
+		return pid != 0
+	})
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := a.wait(); code != 137 {
+		t.Fatalf("agent exit status %d, want 137", code)
+	}
+	s := status(t, daddr)
+	var act wire.Actor
+	for _, v := range s.Groups["g2"].Actors {
+		act = v
+	}
+	if act.State != "dead" || act.Reason != "killed by signal 9 (killed)" {
+		t.Fatalf("actor after SIGKILL: %+v", act)
+	}
+	if u := s.Groups["g2"].Agents["g2@c1@127.0.0.1"].Services["openai"]; u.Host != "10.9.9.9" || u.Port != 8000 {
+		t.Fatalf("URL-form service %+v", u)
+	}
+	// The agent is gone without deregistering: lost after the timeout,
+	// removed after four.
+	eventually(t, "agent marked alive:false", func() bool {
+		ag, ok := status(t, daddr).Groups["g2"].Agents["g2@c1@127.0.0.1"]
+		return ok && !ag.Alive
+	})
+	eventually(t, "agent removed", func() bool { return len(status(t, daddr).Groups) == 0 })
+}
+
+func TestAgentSurvivesDaemonRestart(t *testing.T) {
+	port := freePort(t)
+	d1 := start(t, daemonEnv(port), "daemon")
+	daddr := d1.waitOutput(`event=http_listening addr=(\S+)`)[1]
+	a := start(t, agentEnv(daddr, "MENTAT_GROUP=g3", "MENTAT_MCP_API=9000/mcp"), "agent")
+	eventually(t, "registered", func() bool {
+		s := status(t, daddr)
+		return s != nil && s.Groups["g3"].Agents["g3@c1@127.0.0.1"].Alive
+	})
+	d1.signal(syscall.SIGTERM)
+	if code := d1.wait(); code != 0 {
+		t.Fatalf("daemon exit status %d on SIGTERM", code)
+	}
+	d2 := start(t, daemonEnv(port), "daemon")
+	d2.waitOutput(`event=http_listening`)
+	eventually(t, "re-registered with the new daemon", func() bool {
+		s := status(t, daddr)
+		return s != nil && s.Groups["g3"].Agents["g3@c1@127.0.0.1"].Alive
+	})
+	a.waitOutput(`event=agent_reregistered`)
+	a.signal(syscall.SIGINT)
+	if code := a.wait(); code != 0 {
+		t.Fatalf("agent without a command exit status %d, want 0", code)
+	}
+	eventually(t, "deregistered", func() bool { return len(status(t, daddr).Groups) == 0 })
+}
+
+func TestAgentRefusesBadConfig(t *testing.T) {
+	a := start(t, agentEnv("127.0.0.1:1", "MENTAT_GROUP=g", "MENTAT_OPENAI_API=https://h:1/v1"), "agent")
+	if code := a.wait(); code != 2 || !strings.Contains(a.output(), "MENTAT_OPENAI_API") {
+		t.Fatalf("status %d output %q", code, a.output())
+	}
+	d := start(t, daemonEnv(0, "MENTAT_SECRET_FILE="+filepath.Join(t.TempDir(), "missing")), "daemon")
+	if code := d.wait(); code != 2 || !strings.Contains(d.output(), "MENTAT_SECRET_FILE") {
+		t.Fatalf("daemon with an unreadable secret file: status %d output %q", code, d.output())
+	}
+	s := start(t, nil, "serve")
+	if code := s.wait(); code != 2 || !strings.Contains(s.output(), "not built yet") {
+		t.Fatalf("serve placeholder: %d %q", code, s.output())
+	}
+}
+
+func TestSignedAnnouncementsAndMesh(t *testing.T) {
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, []byte(" k3y \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, aAddr := startDaemon(t, "MENTAT_NODE_IP=127.0.0.2", "MENTAT_UNIVERSE=u7", "MENTAT_SECRET_FILE="+keyFile,
+		"MENTAT_ANNOUNCE_ADDR="+pc.LocalAddr().String())
+	buf := make([]byte, 2048)
+	_ = pc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	n, _, err := pc.ReadFrom(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dg, err := wire.DecodeDatagram(buf[:n])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !dg.VerifySig([]byte("k3y")) || dg.Payload.Universe != "u7" || dg.Payload.HTTP != aAddr ||
+		dg.Payload.NodeID != wire.NodeID("127.0.0.2") {
+		t.Fatalf("announcement %s", buf[:n])
+	}
+
+	_, bAddr := startDaemon(t, "MENTAT_NODE_IP=127.0.0.3", "MENTAT_PEERS="+aAddr)
+	eventually(t, "B reports A under peers", func() bool {
+		s := status(t, bAddr)
+		p, ok := s.Peers[wire.NodeID("127.0.0.2")]
+		return ok && p.Alive && p.NodeIP == "127.0.0.2" && p.LinkIP == "127.0.0.1" && strconv.Itoa(p.HTTPPort) == aAddr[strings.LastIndex(aAddr, ":")+1:]
+	})
+}
