@@ -427,3 +427,39 @@ func TestMeshLearnsPeersTransitively(t *testing.T) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// A selected interface's subnet broadcast address gets the announcement.
+// The interface is a stand-in on 127.0.0.0/8 so the datagram never leaves
+// the machine.
+func TestAnnouncementBroadcast(t *testing.T) {
+	pc, err := net.ListenPacket("udp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	cfg := testConfig()
+	cfg.AnnouncePort = pc.LocalAddr().(*net.UDPAddr).Port
+	cfg.AnnounceIfaces = []string{"fake0"}
+	d, err := New(cfg, logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.ifaces = func() ([]Iface, error) {
+		return []Iface{{Name: "fake0", Index: 7, Up: true, Broadcast: true,
+			Prefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/8")}}}, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	_ = pc.SetReadDeadline(time.Now().Add(15 * time.Second))
+	buf := make([]byte, 2048)
+	n, _, err := pc.ReadFrom(buf)
+	if err != nil {
+		t.Fatalf("no broadcast announcement to 127.255.255.255: %v", err)
+	}
+	dg, err := wire.DecodeDatagram(buf[:n])
+	if err != nil || dg.Signed() || dg.Payload.Universe != "default" {
+		t.Fatalf("%v %s", err, buf[:n])
+	}
+}
