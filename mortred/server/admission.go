@@ -1,0 +1,246 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fe64bb06/frontdoor/mortred/envelope"
+)
+
+// route is what a path names, decided before any check so that an unknown
+// path is always the 404 envelope.
+type route int
+
+const (
+	routeNone route = iota
+	routeInfer
+	routeMetrics
+	routeSubmit
+	routeJob
+	routeJobWait
+	routeJobResult
+)
+
+func (s *Server) match(path string) (route, string) {
+	switch path {
+	case s.cfg.ServerURI:
+		return routeInfer, ""
+	case "/metrics":
+		return routeMetrics, ""
+	}
+	if s.jobs == nil {
+		return routeNone, ""
+	}
+	if path == "/jobs" {
+		return routeSubmit, ""
+	}
+	rest, ok := strings.CutPrefix(path, "/jobs/")
+	if !ok || rest == "" {
+		return routeNone, ""
+	}
+	id, sub, _ := strings.Cut(rest, "/")
+	if id == "" {
+		return routeNone, ""
+	}
+	switch sub {
+	case "":
+		if !strings.Contains(rest, "/") {
+			return routeJob, id
+		}
+	case "wait":
+		return routeJobWait, id
+	case "result":
+		return routeJobResult, id
+	}
+	return routeNone, ""
+}
+
+// statusWriter records the HTTP status for the request metric.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (s *Server) routes() http.Handler {
+	metrics := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		arrival := time.Now()
+		w := &statusWriter{ResponseWriter: rw}
+		defer func() {
+			if w.code != 0 {
+				s.m.request(r.Method, w.code, msSince(arrival))
+			}
+		}()
+		s.serve(w, r, arrival, metrics)
+	})
+}
+
+// serve is the admission chain, in the order of mortred.txt.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, arrival time.Time, metrics http.Handler) {
+	// 1. Public routes: never authenticated, never rate-limited.
+	switch r.URL.Path {
+	case "/healthz", "/ready", "/openapi.json":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			reject(w, envelope.StatusMethodNotAllowed, taskID("", r), arrival, r.URL.Path+" answers GET only")
+			return
+		}
+		s.public(w, r)
+		return
+	}
+	rt, jobID := s.match(r.URL.Path)
+	if rt == routeNone {
+		msg := fmt.Sprintf("no route %s; inference is POST %s", r.URL.Path, s.cfg.ServerURI)
+		if strings.HasPrefix(r.URL.Path, "/jobs") {
+			msg = "async jobs are off on this server (async_enabled = false); POST " + s.cfg.ServerURI + " instead"
+		}
+		reject(w, envelope.StatusNotFound, taskID("", r), arrival, msg)
+		return
+	}
+	// 2. Bearer auth, before the rate limiter: unauthenticated traffic does
+	// not spend a client's budget.
+	if !s.auth.allow(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="Mortred"`)
+		msg := "missing or invalid bearer token: send Authorization: Bearer <token>"
+		if s.auth.empty {
+			msg = "this server has no auth_token configured, so inference and /metrics are closed: set auth_token or MORTRED_AUTH_TOKEN"
+		}
+		reject(w, envelope.StatusUnauthorized, taskID("", r), arrival, msg)
+		return
+	}
+	// 3. Per-client-IP rate limit.
+	if ok, retry := s.limit.allow(clientIP(r)); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(retry))
+		reject(w, envelope.StatusRateLimited, taskID("", r), arrival, fmt.Sprintf("rate limit of %g requests/s per client exceeded; retry after %d s", s.cfg.RateLimitQPS, retry))
+		return
+	}
+	// 4. Method.
+	want := http.MethodGet
+	if rt == routeInfer || rt == routeSubmit {
+		want = http.MethodPost
+	}
+	if r.Method != want {
+		w.Header().Set("Allow", want)
+		reject(w, envelope.StatusMethodNotAllowed, taskID("", r), arrival, fmt.Sprintf("%s answers %s only", r.URL.Path, want))
+		return
+	}
+	switch rt {
+	case routeMetrics:
+		metrics.ServeHTTP(w, r)
+	case routeJob:
+		s.getJob(w, r, jobID, arrival)
+	case routeJobWait:
+		s.waitJob(w, r, jobID, arrival)
+	case routeJobResult:
+		s.jobResult(w, r, jobID, arrival)
+	default:
+		s.admit(w, r, arrival, rt == routeSubmit)
+	}
+}
+
+func (s *Server) public(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/healthz":
+		writeJSON(w, http.StatusOK, taskID("", r), envelope.Probe{OK: true, Ready: s.Ready(), Model: s.modelName()})
+	case "/ready":
+		code := http.StatusOK
+		if !s.Ready() {
+			code = http.StatusServiceUnavailable
+		}
+		writeJSON(w, code, taskID("", r), envelope.Probe{OK: true, Ready: s.Ready(), Model: s.modelName()})
+	case "/openapi.json":
+		h := w.Header()
+		h.Set("Content-Type", "application/json; charset=utf-8")
+		h.Set("Cache-Control", "no-store")
+		h.Set("Content-Length", strconv.Itoa(len(OpenAPIDocument)))
+		w.WriteHeader(http.StatusOK)
+		if r.Method != http.MethodHead {
+			_, _ = w.Write(OpenAPIDocument)
+		}
+	}
+}
+
+func (s *Server) modelName() string {
+	if p := s.modelInf.Load(); p != nil {
+		return p.Name
+	}
+	return ""
+}
+
+// admit runs the body checks (readiness, media type, size, envelope) and
+// then the request itself, synchronously or as a job.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, arrival time.Time, async bool) {
+	if !s.Ready() {
+		w.Header().Set("Retry-After", "1")
+		reject(w, envelope.StatusNotReady, taskID("", r), arrival, "the model is still loading; retry when GET /ready answers 200")
+		return
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		reject(w, envelope.StatusUnsupportedMedia, taskID("", r), arrival, fmt.Sprintf("Content-Type %q is not accepted: send application/json", r.Header.Get("Content-Type")))
+		return
+	}
+	limit := s.cfg.SizeLimitBytes()
+	tooLarge := fmt.Sprintf("request body over request_size_limit (%d MB): send fewer or smaller images", s.cfg.RequestSizeLimit)
+	if r.ContentLength > limit {
+		reject(w, envelope.StatusTooLarge, taskID("", r), arrival, tooLarge)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			reject(w, envelope.StatusTooLarge, taskID("", r), arrival, tooLarge)
+			return
+		}
+		reject(w, envelope.StatusJSONDecode, taskID("", r), arrival, "reading the request body failed: "+err.Error())
+		return
+	}
+	p, rerr := envelope.Parse(body, envelope.Limits{MaxItems: s.cfg.MaxRequestItems, Params: s.models[0].ValidateParams})
+	if rerr != nil {
+		resp := envelope.New(rerr.Status, taskID("", r), rerr.Errors...)
+		resp.ServerTimeMS = envelope.MS(time.Since(arrival).Nanoseconds())
+		writeEnvelope(w, resp)
+		return
+	}
+	id := taskID(p.ReqID, r)
+	if async {
+		s.submitJob(w, r, p, id, arrival)
+		return
+	}
+	resp, err := s.infer(r.Context(), p, id, arrival, arrival.Add(s.cfg.RunTimeout()), false, nil)
+	var full *errQueueFull
+	switch {
+	case errors.As(err, &full):
+		w.Header().Set("Retry-After", strconv.Itoa(full.retry))
+		reject(w, envelope.StatusRateLimited, id, arrival, fmt.Sprintf("the model queue is full (max_queue_depth %d); retry after %d s", s.cfg.QueueDepth(), full.retry))
+	case resp == nil:
+		// The client hung up; nobody reads an answer.
+	default:
+		writeEnvelope(w, resp)
+	}
+}

@@ -1,0 +1,162 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fe64bb06/frontdoor/mortred/envelope"
+	"github.com/fe64bb06/frontdoor/mortred/model"
+)
+
+// call is one admitted request: N result slots filled by Prepare failures,
+// workers, or the deadline, whichever comes first for each slot.
+type call struct {
+	deadline time.Time
+	onStart  func() // first item handed to the model (async: running)
+
+	startOnce sync.Once
+	mu        sync.Mutex
+	results   []envelope.Item
+	finished  []bool
+	published int // slots finished with a real outcome (not a timeout)
+	remaining int
+	done      chan struct{}
+}
+
+func newCall(n int, deadline time.Time, onStart func()) *call {
+	return &call{deadline: deadline, onStart: onStart, results: make([]envelope.Item, n), finished: make([]bool, n), remaining: n, done: make(chan struct{})}
+}
+
+// finish fills slot i once; later outcomes for the slot (a batch that ends
+// after the deadline) are dropped.
+func (c *call) finish(i int, it envelope.Item) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.finished[i] {
+		return
+	}
+	c.finished[i], c.results[i] = true, it
+	if it.Status != envelope.StatusRunTimeout {
+		c.published++
+	}
+	c.remaining--
+	if c.remaining == 0 {
+		close(c.done)
+	}
+}
+
+func (c *call) started() {
+	if c.onStart != nil {
+		c.startOnce.Do(c.onStart)
+	}
+}
+
+// expire times out every slot still open and reports whether any was.
+func (c *call) expire() bool {
+	c.mu.Lock()
+	open := c.remaining > 0
+	c.mu.Unlock()
+	if !open {
+		return false
+	}
+	for i := range c.results {
+		c.finish(i, timeoutItem())
+	}
+	return true
+}
+
+// errQueueFull is the 429 of a full queue; retry carries Retry-After.
+type errQueueFull struct{ retry int }
+
+func (e *errQueueFull) Error() string { return "queue full" }
+
+// infer runs an admitted request: Prepare on this goroutine, queue the
+// prepared items, wait for the workers or the deadline, and build the
+// envelope. force skips the queue bound (async jobs). It returns nil, nil
+// when ctx ended first (the client hung up).
+func (s *Server) infer(ctx context.Context, p *envelope.Parsed, taskID string, arrival, deadline time.Time, force bool, onStart func()) (*envelope.Response, error) {
+	m := s.models[0]
+	c := newCall(len(p.Data), deadline, onStart)
+	items := make([]*item, 0, len(p.Data))
+	for i, img := range p.Data {
+		in, err := safePrepare(m, img, p.Params)
+		if err != nil {
+			c.finish(i, failedItem(err))
+			continue
+		}
+		items = append(items, &item{call: c, idx: i, input: in})
+	}
+	if len(items) > 0 && !s.q.push(items, force) {
+		s.m.queueRejected.WithLabelValues("model").Inc()
+		return nil, &errQueueFull{retry: s.q.retryAfter()}
+	}
+
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	expired := false
+	select {
+	case <-c.done:
+	case <-timer.C:
+		// Queued items leave the queue without taking a worker; items being
+		// run finish in the background and are dropped.
+		s.q.remove(items)
+		expired = c.expire()
+	case <-ctx.Done():
+		s.q.remove(items)
+		return nil, nil
+	case <-s.ctx.Done():
+		s.q.remove(items)
+		for i := range c.results {
+			c.finish(i, envelope.Item{Status: envelope.StatusNotReady, Data: envelope.Null, Message: "the server is shutting down; retry"})
+		}
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	info := s.info()
+	resp := &envelope.Response{
+		TaskID:  taskID,
+		Model:   &envelope.ModelInfo{Name: info.Name, Version: info.Version},
+		Results: append([]envelope.Item(nil), c.results...),
+	}
+	switch {
+	case expired && c.published > 0:
+		resp.Status, resp.Partial = envelope.StatusPartial, true
+	case expired:
+		resp.Status = envelope.StatusRunTimeout
+	default:
+		resp.Status = summary(resp.Results)
+	}
+	resp.StatusStr = envelope.Text(resp.Status)
+	resp.ServerTimeMS = envelope.MS(time.Since(arrival).Nanoseconds())
+	return resp, nil
+}
+
+// summary is the top-level status of a request that did not time out: OK
+// while any item succeeded (failures stay per item), else the items' common
+// status, or a server error when they failed differently.
+func summary(items []envelope.Item) envelope.Status {
+	st := items[0].Status
+	for _, it := range items {
+		if it.Status == envelope.StatusOK {
+			return envelope.StatusOK
+		}
+		if it.Status != st {
+			st = envelope.StatusServerError
+		}
+	}
+	return st
+}
+
+// safePrepare turns a panicking Prepare into a failure of that item.
+func safePrepare(m model.Model, img []byte, params map[string]json.RawMessage) (in model.Input, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("model panicked preparing the image: %v", p)
+		}
+	}()
+	return m.Prepare(img, params)
+}
