@@ -451,3 +451,18 @@ func TestSignedAnnouncementsAndMesh(t *testing.T) {
 		return ok && p.Alive && p.NodeIP == "127.0.0.2" && p.LinkIP == "127.0.0.1" && strconv.Itoa(p.HTTPPort) == aAddr[strings.LastIndex(aAddr, ":")+1:]
 	})
 }
+
+func TestCommandNotFound(t *testing.T) {
+	_, daddr := startDaemon(t)
+	a := start(t, agentEnv(daddr, "MENTAT_GROUP=g4"), "agent", "--", "/nonexistent/engine")
+	if code := a.wait(); code != 127 {
+		t.Fatalf("exit status %d, want 127", code)
+	}
+	var act wire.Actor
+	for _, v := range status(t, daddr).Groups["g4"].Actors {
+		act = v
+	}
+	if act.State != "dead" || !strings.HasPrefix(act.Reason, "start failed: ") || act.Name != "engine" {
+		t.Fatalf("actor %+v", act)
+	}
+}

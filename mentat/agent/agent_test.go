@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -204,4 +205,44 @@ func TestBindCheckNarrowThenWide(t *testing.T) {
 	}
 	defer wide.Close()
 	want("openai=")
+}
+
+func TestBindCheckNeverListened(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close() // nothing listens on port now
+	var buf syncBuffer
+	b := &bindCheck{log: logx.New(&buf, slog.LevelInfo), every: 10 * time.Millisecond, wait: 50 * time.Millisecond,
+		services: map[string]wire.Service{"openai": {Port: port, Path: "/v1"}},
+		setNote:  func(string, string) { t.Error("note sent for a port nobody listens on") }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.run(ctx); close(done) }()
+	eventually(t, "service_never_listened", func() bool { return strings.Contains(buf.String(), "event=service_never_listened") })
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	<-done
+	if n := strings.Count(buf.String(), "service_never_listened"); n != 1 {
+		t.Fatalf("logged %d times, want once", n)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
