@@ -178,3 +178,27 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestFromImageFastPathsAgree(t *testing.T) {
+	src := testImage(7, 5)
+	src.SetNRGBA(2, 2, color.NRGBA{100, 50, 0, 128})
+	rgba := image.NewRGBA(src.Bounds())
+	gray := image.NewGray(src.Bounds())
+	for y := 0; y < 5; y++ {
+		for x := 0; x < 7; x++ {
+			rgba.Set(x, y, src.At(x, y))
+			gray.Set(x, y, src.At(x, y))
+		}
+	}
+	// The generic path (via At) is the reference.
+	type plain struct{ image.Image }
+	for name, img := range map[string]image.Image{"nrgba": src, "rgba": rgba, "gray": gray} {
+		ref := FromImage(plain{img})
+		got := FromImage(img)
+		for i := range ref.Pix {
+			if d := int(ref.Pix[i]) - int(got.Pix[i]); d > 1 || d < -1 {
+				t.Fatalf("%s: byte %d = %d, generic path %d", name, i, got.Pix[i], ref.Pix[i])
+			}
+		}
+	}
+}

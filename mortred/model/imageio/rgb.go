@@ -41,6 +41,18 @@ func FromImage(img image.Image) *RGB {
 				i += 3
 			}
 		}
+	case *image.RGBA:
+		i := 0
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			row := src.Pix[src.PixOffset(b.Min.X, y):]
+			for x := 0; x < b.Dx(); x++ {
+				// Premultiplied: over white adds 255-a.
+				p := row[4*x : 4*x+4]
+				wa := 255 - p[3]
+				out.Pix[i], out.Pix[i+1], out.Pix[i+2] = p[0]+wa, p[1]+wa, p[2]+wa
+				i += 3
+			}
+		}
 	case *image.NRGBA:
 		i := 0
 		for y := b.Min.Y; y < b.Max.Y; y++ {

@@ -14,7 +14,7 @@ import (
 	"github.com/fe64bb06/frontdoor/mortred/envelope"
 	"github.com/fe64bb06/frontdoor/mortred/model"
 	"github.com/fe64bb06/frontdoor/mortred/model/ort/orttest"
-	"github.com/fe64bb06/frontdoor/mortred/model/ppocr/internal/textimg"
+	"github.com/fe64bb06/frontdoor/mortred/model/ppocr/textimg"
 )
 
 // bomb is a valid PNG header that claims 50000×50000 pixels.

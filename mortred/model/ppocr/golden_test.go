@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/fe64bb06/frontdoor/mortred/model"
-	"github.com/fe64bb06/frontdoor/mortred/model/ppocr/internal/textimg"
+	"github.com/fe64bb06/frontdoor/mortred/model/ppocr/textimg"
 )
 
 func golden(t testing.TB) map[string][]byte {

@@ -1,6 +1,6 @@
 // Command gen writes the OCR golden images as PNG files, to look at them:
 //
-//	go run ./mortred/model/ppocr/internal/textimg/gen -out /tmp/ppocr-golden
+//	go run ./mortred/model/ppocr/textimg/gen -out /tmp/ppocr-golden
 //
 // The tests render the same images in memory (ppocr's golden_test.go).
 package main
@@ -13,7 +13,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/fe64bb06/frontdoor/mortred/model/ppocr/internal/textimg"
+	"github.com/fe64bb06/frontdoor/mortred/model/ppocr/textimg"
 )
 
 func main() {
