@@ -190,12 +190,13 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// daemonEnv is a fast daemon on 127.0.0.1 that never looks at the real NICs
+// daemonEnv is a fast daemon (its agent timeout generous enough that a
+// loaded machine does not make agents miss heartbeats) on 127.0.0.1 that never looks at the real NICs
 // beyond lo and never broadcasts.
 func daemonEnv(port int, extra ...string) []string {
 	return append([]string{"MENTAT_HTTP_HOST=127.0.0.1", "MENTAT_HTTP_PORT=" + strconv.Itoa(port),
 		"MENTAT_ANNOUNCE_IFACES=lo", "MENTAT_ANNOUNCE_PORT=0", "MENTAT_ANNOUNCE_INTERVAL_S=0.2",
-		"MENTAT_PEER_POLL_S=0.2", "MENTAT_AGENT_TIMEOUT_S=0.6", "MENTAT_SECRET=", "MENTAT_SECRET_FILE=",
+		"MENTAT_PEER_POLL_S=0.2", "MENTAT_AGENT_TIMEOUT_S=3", "MENTAT_SECRET=", "MENTAT_SECRET_FILE=",
 		"MENTAT_PEERS=", "MENTAT_ANNOUNCE_ADDR=", "MENTAT_NODE_IP="}, extra...)
 }
 
@@ -332,7 +333,7 @@ func TestActorLifecycleSignalsAndNarrowBind(t *testing.T) {
 }
 
 func TestKilledEngineIsDeadThenAgentAgesOut(t *testing.T) {
-	_, daddr := startDaemon(t)
+	_, daddr := startDaemon(t, "MENTAT_AGENT_TIMEOUT_S=0.6")
 	exe, _ := os.Executable()
 	a := start(t, append(agentEnv(daddr, "MENTAT_GROUP=g2", "MENTAT_OPENAI_API=http://10.9.9.9:8000/v1"),
 		helperEnv("127.0.0.1:0")...), "agent", "--", exe)

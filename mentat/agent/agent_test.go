@@ -80,7 +80,7 @@ func runDaemon(t *testing.T, addr string) (d *daemon.Daemon, stop func()) {
 	cfg.HTTPPort, _ = strconv.Atoi(port)
 	cfg.AnnouncePort = 0
 	cfg.AnnounceIfaces = []string{"lo"}
-	cfg.AgentTimeout = 600 * time.Millisecond
+	cfg.AgentTimeout = 1500 * time.Millisecond
 	d, err := daemon.New(cfg, logx.Discard())
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func TestLinkSurvivesDaemonRestart(t *testing.T) {
 		return s != nil && s.Groups["g"].Actors["a:1"].State == "running"
 	})
 	// Longer than the daemon's agent timeout: heartbeats keep it alive.
-	time.Sleep(1200 * time.Millisecond)
+	time.Sleep(2 * time.Second)
 	if s := statusOf(t, addr); !s.Groups["g"].Agents["g@c@127.0.0.1"].Alive {
 		t.Fatal("agent lost despite heartbeats")
 	}
