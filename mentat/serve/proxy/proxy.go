@@ -50,8 +50,8 @@ type Config struct {
 	// MaxBody is the largest request body accepted, in bytes; larger is
 	// refused with 413. Zero or negative means DefaultMaxBody (128 MiB).
 	MaxBody int64
-	// Timeout bounds one proxied request from routing to the last byte of
-	// the answer, streams included (SERVING_TIMEOUT_S). Zero or negative
+	// Timeout bounds one upstream request from sending it to the last
+	// byte of the answer, streams included (SERVING_TIMEOUT_S). Zero or negative
 	// means DefaultTimeout (30 min). It is the only deadline: the client
 	// connection's read and write deadlines are lifted to it, and there is
 	// no separate response-header timeout.
@@ -191,15 +191,19 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 }
 
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte, stream bool) error {
-	deadline := x.start.Add(p.cfg.Timeout)
+	// The clock starts when the request goes upstream: a slow upload is
+	// not generation time.
+	deadline := time.Now().Add(p.cfg.Timeout)
 	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	defer cancel()
 
-	// Lift the client connection's deadlines to ours: a server
-	// ReadTimeout would otherwise end the request context mid-stream and a
-	// WriteTimeout cut a long generation. The write deadline still ends a
-	// client that stopped reading, which a context cannot unblock. Unset on
-	// exit so a later request on this keep-alive connection starts clean.
+	// Put the client connection's write deadline at ours: a server
+	// WriteTimeout would otherwise cut a long generation, and with none a
+	// client that stopped reading would block the copy for ever (a context
+	// cannot unblock a write). Unset on exit so a later request on this
+	// keep-alive connection starts clean. The read deadline is lifted too:
+	// net/http's HTTP/1 server does so itself once the body is read, other
+	// servers may not, and an expiring read would end the request context.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(deadline.Add(time.Second))
@@ -237,7 +241,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 
 	var flushFn func() error
 	if flush {
-		flushFn = nil
+		flushFn = rc.Flush
 		// The status line goes out now, not with the first frame.
 		if err := rc.Flush(); err != nil {
 			return p.afterHeaders(r, ctx, errClientGone)

@@ -433,3 +433,39 @@ func BenchmarkProxySmall(b *testing.B) {
 		}
 	}
 }
+
+// TestExpectContinue: curl sends Expect: 100-continue for bodies over
+// 1 MiB. The router answers 100 itself, reads the body, and the engine
+// never sees the Expect header.
+func TestExpectContinue(t *testing.T) {
+	eng, got := recordingEngine(t)
+	rt := newRouter(t, Config{})
+	rt.publish(t, map[string]string{"m": eng.base()}, nil)
+	body := `{"model":"m","prompt":"` + strings.Repeat("p", 2<<20) + `"}`
+	conn, err := net.Dial("tcp", rt.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(15 * time.Second))
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", len(body))
+	br := bufio.NewReader(conn)
+	line, err := br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
+		t.Fatalf("no 100 Continue: %q, %v", line, err)
+	}
+	br.ReadString('\n') // blank line after the interim response
+	io.WriteString(conn, body)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAllString(t, resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	s := got()[0]
+	if s.header.Get("Expect") != "" || s.body != body {
+		t.Fatalf("engine saw Expect %q, body intact %v", s.header.Get("Expect"), s.body == body)
+	}
+}
