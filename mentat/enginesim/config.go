@@ -185,6 +185,10 @@ func ParseArgs(args []string, output io.Writer) (Config, error) {
 	c := DefaultConfig()
 	fs := flag.NewFlagSet("enginesim", flag.ContinueOnError)
 	fs.SetOutput(output)
+	fs.Usage = func() {
+		fmt.Fprintln(output, "usage: enginesim [serve] [MODEL] [flags]   (manual: docs/enginesim.md)")
+		fs.PrintDefaults()
+	}
 	c.RegisterFlags(fs)
 	if len(args) > 0 && args[0] == "serve" {
 		args = args[1:]

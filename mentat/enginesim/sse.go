@@ -167,6 +167,7 @@ func (e *Engine) stream(w http.ResponseWriter, r *http.Request, t *ticket, j *jo
 	sw, err := startSSE(w)
 	if err != nil {
 		e.sched.release(t)
+		e.stats.finished(finishAbort)
 		return
 	}
 	_, n, err := e.generate(r.Context(), t, j, func(i, word int, finish string) error {
