@@ -10,12 +10,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// callTool routes one tools/call for a merged name.
-func (e *Endpoint) callTool(ctx context.Context, req *sdk.CallToolRequest) *sdk.CallToolResult {
-	name := req.Params.Name
-	if rf, ok := e.table.Load().lookup(name); ok {
-		return e.forward(ctx, req, rf)
-	}
+// unknownTool explains a tools/call for a name the merged set lacks.
+func (e *Endpoint) unknownTool(name string) *sdk.CallToolResult {
 	group, _, ok := splitName(name)
 	if !ok {
 		return errorResult("unknown tool %q: merged tools are named <group>__<tool>; call tools/list for the current names", name)
@@ -26,6 +22,37 @@ func (e *Endpoint) callTool(ctx context.Context, req *sdk.CallToolRequest) *sdk.
 		return errorResult("group %q: announces no MCP endpoint (MENTAT_MCP_API), so tool %q cannot be called", group, name)
 	}
 	return errorResult("group %q: no tool %q in its current list (it may have changed or not answered yet); call tools/list for the current tools", group, name)
+}
+
+// complete marks a result the middleware builds itself (bypassing the
+// SDK's tools/call, which would) as final for a 2026-07-28 client, whose
+// protocol requires resultType. The field is unexported in the SDK, so it
+// is set the one way the SDK allows: decoding.
+func complete(req *sdk.CallToolRequest, res *sdk.CallToolResult) *sdk.CallToolResult {
+	version := statelessVersion
+	if req.Session != nil {
+		if ip := req.Session.InitializeParams(); ip != nil {
+			version = ip.ProtocolVersion
+		}
+	}
+	if version < statelessVersion {
+		return res
+	}
+	js, err := json.Marshal(res)
+	if err != nil {
+		return res
+	}
+	var m map[string]any
+	if json.Unmarshal(js, &m) != nil {
+		return res
+	}
+	m["resultType"] = "complete"
+	js, _ = json.Marshal(m)
+	var out sdk.CallToolResult
+	if json.Unmarshal(js, &out) != nil {
+		return res
+	}
+	return &out
 }
 
 // forward sends one call to the group's upstream with the group prefix

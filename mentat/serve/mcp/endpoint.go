@@ -180,17 +180,21 @@ func (e *Endpoint) Close() error {
 }
 
 // middleware answers tools/list only once groups that just appeared had
-// their first chance to answer, and routes every tools/call by the current
-// name table, so a name that left the table gets a tool error that says
-// why instead of a bare "unknown tool".
+// their first chance to answer, and answers a tools/call for a name that
+// is not (or no longer) in the merged set with a tool error that says why,
+// instead of the SDK's bare "unknown tool" protocol error.
 func (e *Endpoint) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		switch method {
 		case "tools/list":
 			e.awaitFirstAnswers(ctx)
 		case "tools/call":
-			if call, ok := req.(*sdk.CallToolRequest); ok && call.Params != nil && !isNative(call.Params.Name) {
-				return e.callTool(ctx, call), nil
+			call, ok := req.(*sdk.CallToolRequest)
+			if !ok || call.Params == nil || isNative(call.Params.Name) {
+				break
+			}
+			if _, known := e.table.Load().lookup(call.Params.Name); !known {
+				return complete(call, e.unknownTool(call.Params.Name)), nil
 			}
 		}
 		return next(ctx, method, req)

@@ -325,3 +325,31 @@ func TestSessions(t *testing.T) {
 		t.Fatalf("reaped session: %d, want 404", resp.StatusCode)
 	}
 }
+
+// TestModernToolErrorIsComplete checks the tool error the router builds
+// itself carries resultType for a 2026-07-28 client, whose protocol needs it.
+func TestModernToolErrorIsComplete(t *testing.T) {
+	r := newRouter(t, Config{})
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"gone__engine_status","arguments":{},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},` +
+		`"io.modelcontextprotocol/clientCapabilities":{}}}}`
+	req, _ := http.NewRequest(http.MethodPost, r.URL, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "gone__engine_status")
+	hc := &http.Client{}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, frag := range []string{`"isError":true`, `"resultType":"complete"`, `group \"gone\": unknown to the router`} {
+		if !strings.Contains(string(out), frag) {
+			t.Errorf("response lacks %s: %d %s", frag, resp.StatusCode, out)
+		}
+	}
+}
