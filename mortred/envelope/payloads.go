@@ -28,6 +28,22 @@ type TextDetection struct {
 	Polygon [][2]float64 `json:"polygon" doc:"region outline as [x, y] points"`
 }
 
+// TextRecognition is the payload of a text-line recogniser.
+type TextRecognition struct {
+	Text  string  `json:"text"`
+	Score float64 `json:"score" doc:"mean character confidence, 0..1"`
+}
+
+// OCRLine is one line of an OCR payload (data is an array): detection,
+// direction and recognition together.
+type OCRLine struct {
+	BBox    [4]float64   `json:"bbox" doc:"x1, y1, x2, y2 in input pixels"`
+	Polygon [][2]float64 `json:"polygon"`
+	Text    string       `json:"text"`
+	Score   float64      `json:"score"`
+	Angle   int          `json:"angle" doc:"0 or 180: the direction the line was read in"`
+}
+
 // ImageOutput is the payload of segmentation, matting and enhancement.
 type ImageOutput struct {
 	Image string `json:"image" doc:"base64 image in options.encoding (PNG by default)"`
@@ -46,5 +62,7 @@ var payloads = []Payload{
 	{"Classification", reflect.TypeFor[Classification](), false},
 	{"Detection", reflect.TypeFor[Detection](), true},
 	{"TextDetection", reflect.TypeFor[TextDetection](), true},
+	{"TextRecognition", reflect.TypeFor[TextRecognition](), false},
+	{"OCRLine", reflect.TypeFor[OCRLine](), true},
 	{"ImageOutput", reflect.TypeFor[ImageOutput](), false},
 }

@@ -29,7 +29,7 @@ type ModelInfo struct {
 // Item is one image's outcome. Data is null when the item failed.
 type Item struct {
 	Status  Status          `json:"status" doc:"this item's status (0 = OK)"`
-	Data    json.RawMessage `json:"data" doc:"task payload (components.schemas.Classification, Detection, TextDetection, ImageOutput, …); null when the item failed"`
+	Data    json.RawMessage `json:"data" doc:"task payload (components.schemas.Classification, DetectionList, TextDetectionList, TextRecognition, OCRLineList, ImageOutput); null when the item failed"`
 	Message string          `json:"message,omitempty" doc:"why the item failed"`
 }
 
