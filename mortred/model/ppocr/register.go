@@ -7,7 +7,9 @@
 // Every factory loads the ONNX Runtime library first (model.Options.ORTLib,
 // else MORTRED_ORT_LIB) and creates its sessions once; an instance is one
 // worker's and never runs concurrently (model.Model's contract), so its
-// buffers are reused without locks.
+// buffers are reused without locks. Prepare and ValidateParams only read the
+// configuration: they are safe to call from many request goroutines at once,
+// also while Run is running.
 package ppocr
 
 import "github.com/fe64bb06/frontdoor/mortred/model"
