@@ -162,6 +162,12 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 		return &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
 			Message: fmt.Sprintf("%s %s is not routed: the router forwards POST requests whose body names a model", r.Method, r.URL.Path)}
 	}
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		// The model cannot be read from a compressed body, and the header
+		// is not forwarded.
+		return &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_content_encoding",
+			Message: fmt.Sprintf("request bodies with Content-Encoding %q are not supported; send the body uncompressed", ce)}
+	}
 	body, err := p.readBody(r)
 	if err != nil {
 		return err

@@ -114,6 +114,7 @@ func TestRefusals(t *testing.T) {
 	big := `{"model":"alpha","prompt":"` + strings.Repeat("x", 5000) + `"}`
 	cases := []struct {
 		name, method, ctype, body string
+		encoding                  string
 		chunked                   bool
 		status                    int
 		code, has                 string
@@ -129,6 +130,7 @@ func TestRefusals(t *testing.T) {
 		{name: "too large declared", ctype: jsonCT, body: big, status: 413, code: "request_too_large", has: "(Content-Length) is larger than the 4096-byte limit"},
 		{name: "too large chunked", ctype: jsonCT, body: big, chunked: true, status: 413, code: "request_too_large", has: "larger than the 4096-byte limit"},
 		{name: "GET", method: http.MethodGet, status: 405, code: "method_not_allowed", has: "POST"},
+		{name: "gzip body", ctype: jsonCT, encoding: "gzip", body: "\x1f\x8b", status: 415, code: "unsupported_content_encoding", has: "uncompressed"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -141,6 +143,9 @@ func TestRefusals(t *testing.T) {
 			}
 			req, _ := http.NewRequest(c.method, rt.URL+"/v1/chat/completions", rd)
 			req.Header.Set("Content-Type", c.ctype)
+			if c.encoding != "" {
+				req.Header.Set("Content-Encoding", c.encoding)
+			}
 			resp, err := rt.client.Do(req)
 			if err != nil {
 				t.Fatal(err)
