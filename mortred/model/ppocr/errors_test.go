@@ -235,3 +235,35 @@ func TestRegistered(t *testing.T) {
 		}
 	}
 }
+
+// TestPrepareConcurrentWithRun is what the server does: Prepare on request
+// goroutines while the worker runs the instance. The race detector checks it.
+func TestPrepareConcurrentWithRun(t *testing.T) {
+	g := golden(t)
+	for _, file := range []string{"ppocr_rec.toml", "ppocr.toml"} {
+		m := loaded(t, file)
+		img := g["line_hello"]
+		if file == "ppocr.toml" {
+			img = g["page"]
+		}
+		first, err := m.Prepare(img, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 4)
+		for range 4 {
+			go func() {
+				_, err := m.Prepare(img, nil)
+				done <- err
+			}()
+		}
+		if _, err := m.Run(context.Background(), []model.Input{first}); err != nil {
+			t.Fatal(err)
+		}
+		for range 4 {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
