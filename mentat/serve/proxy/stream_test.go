@@ -217,3 +217,30 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	eventually(t, "the in-flight row to leave", func() bool { return rt.p.Inflight().Len() == 0 })
 	eventually(t, "a 499 to be counted", func() bool { return counter(t, rt.reg, "m", "499") == 1 })
 }
+
+// TestEngineDiesMidStream: an engine that drops its connection after the
+// first frame must not look like a finished stream to the client (no clean
+// end-of-chunks), and counts as 502.
+func TestEngineDiesMidStream(t *testing.T) {
+	eng := newEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: 0\n\n")
+		w.(http.Flusher).Flush()
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+	})
+	rt := newRouter(t, Config{})
+	rt.publish(t, map[string]string{"m": eng.base()}, nil)
+	resp := rt.post(t, "/v1/chat/completions", jsonCT, `{"model":"m","stream":true}`)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil {
+		t.Fatalf("stream from a dead engine ended cleanly after %q", b)
+	}
+	if string(b) != "data: 0\n\n" {
+		t.Fatalf("frames before the cut: %q", b)
+	}
+	eventually(t, "a 502 to be counted", func() bool { return counter(t, rt.reg, "m", "502") == 1 })
+}
