@@ -78,9 +78,10 @@ type apiError struct {
 func (m *Manager) auth(next http.Handler) http.Handler {
 	want := []byte(m.apiTok)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The scheme is case-insensitive (RFC 9110 11.1), as on the gateway.
 		h := r.Header.Get("Authorization")
-		tok, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), want) != 1 {
+		ok := len(h) > len("Bearer ") && strings.EqualFold(h[:len("Bearer ")], "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(h[len("Bearer "):])), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="Mortred"`)
 			writeJSON(w, http.StatusUnauthorized, apiError{Error: "missing or invalid Bearer token: send Authorization: Bearer $MORTRED_API_TOKEN"})
 			return

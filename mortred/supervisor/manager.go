@@ -104,7 +104,11 @@ func NewManager(cp *config.ControlPlane, cat *config.Catalog, env envconf.Env, o
 		modelTok = randomToken()
 	}
 	m := &Manager{cp: cp, cat: cat, opts: opts, log: log, apiTok: apiTok, modelTk: modelTok, byID: map[string]*Managed{}}
-	base := childEnv(os.Environ())
+	base := childEnv(os.Environ(), config.EnvAuthToken)
+	// Model servers get only their own token: the management and scrape
+	// secrets are the gateway's, and MORTRED_LISTEN_HOST/PORT address the
+	// gateway (every model server would otherwise bind that one port).
+	modelBase := childEnv(base, EnvAPIToken, EnvGatewayToken, EnvMetricsToken, config.EnvListenHost, config.EnvListenPort)
 	rotate := int64(cp.Supervisor.LogRotateMB) << 20
 	logFor := func(id string) *RingLog {
 		return NewRingLog(5000, filepath.Join(cp.Supervisor.LogDir, id+".log"), rotate)
@@ -115,7 +119,8 @@ func NewManager(cp *config.ControlPlane, cat *config.Catalog, env envconf.Env, o
 	if ip := net.ParseIP(gwHost); ip != nil && ip.IsUnspecified() {
 		gwHost = "127.0.0.1"
 	}
-	m.gatewayURL = "http://" + net.JoinHostPort(gwHost, strconv.Itoa(gw.Port))
+	// The gateway child reads the same overrides, so probe where it listens.
+	m.gatewayURL = "http://" + net.JoinHostPort(gwHost, strconv.Itoa(env.Port(config.EnvListenPort, gw.Port, false)))
 	gwSpec := Spec{
 		Name: GatewayID, Path: opts.GatewayBin, Args: []string{"--config", cp.File},
 		Env:       append(append([]string(nil), base...), config.EnvAuthToken+"="+modelTok),
@@ -132,7 +137,7 @@ func NewManager(cp *config.ControlPlane, cat *config.Catalog, env envconf.Env, o
 			Name: e.ID, Path: opts.ServerBin, Args: []string{"--config", e.Config.File},
 			// The model server reads its token from MORTRED_AUTH_TOKEN,
 			// never from its command line.
-			Env:       append(append([]string(nil), base...), config.EnvAuthToken+"="+modelTok),
+			Env:       append(append([]string(nil), modelBase...), config.EnvAuthToken+"="+modelTok),
 			ReadyURL:  "http://" + net.JoinHostPort(readyHost(e.Host), strconv.Itoa(e.Port)) + "/ready",
 			Policy:    Policy(pol.RestartPolicy),
 			StopGrace: opts.StopGrace,
@@ -153,13 +158,16 @@ func (m *Manager) add(x *Managed) {
 	m.byID[x.ID] = x
 }
 
-// childEnv is the supervisor's environment minus what children must not
+// childEnv is env without the named variables: what children must not
 // inherit blindly (the model token is set explicitly).
-func childEnv(env []string) []string {
+func childEnv(env []string, drop ...string) []string {
 	out := make([]string, 0, len(env))
+next:
 	for _, kv := range env {
-		if strings.HasPrefix(kv, config.EnvAuthToken+"=") {
-			continue
+		for _, name := range drop {
+			if strings.HasPrefix(kv, name+"=") {
+				continue next
+			}
 		}
 		out = append(out, kv)
 	}
