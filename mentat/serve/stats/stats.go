@@ -1,0 +1,226 @@
+// Package stats serves the router's /stats.json: for every routable model,
+// what the engine serving it reports on /metrics, plus the requests the
+// router is carrying; for every group that fails its gate, one row with the
+// reason. The status page (package ui) polls it.
+package stats
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"math"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
+)
+
+// Defaults for Stats' tunables.
+const (
+	// DefaultCacheTTL is how long one group's scrape is reused: the page
+	// polls every 2 s, so any number of open pages costs one scrape per
+	// group per poll.
+	DefaultCacheTTL = time.Second
+	// DefaultScrapeTimeout bounds one /metrics fetch, so a wedged engine
+	// cannot hold the whole document past the page's poll interval.
+	DefaultScrapeTimeout = 2 * time.Second
+)
+
+// Stats builds the /stats.json document.
+type Stats struct {
+	src      routes.Source
+	inflight Inflight
+	scraper  *scraper
+	started  time.Time
+	now      func() time.Time
+}
+
+// New returns a Stats reading routes from src and in-flight requests from
+// inflight (nil: the router carries none). client fetches engines'
+// /metrics; nil means http.DefaultClient. Scrape failures are logged on
+// change to logger (nil: logx-style discard).
+func New(src routes.Source, inflight Inflight, client *http.Client, logger *slog.Logger) *Stats {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Stats{
+		src:      src,
+		inflight: inflight,
+		scraper:  newScraper(client, DefaultCacheTTL, DefaultScrapeTimeout, logger),
+		started:  time.Now(),
+		now:      time.Now,
+	}
+}
+
+// Document is the /stats.json body.
+type Document struct {
+	UptimeS  int64        `json:"uptime_s"`
+	Models   []Row        `json:"models"`
+	Requests []RequestRow `json:"requests"`
+}
+
+// Row is one model (or one failing group). Engine numbers are null when the
+// engine does not publish them, when its /metrics could not be read
+// (ScrapeError says why), and always for a group that fails its gate.
+type Row struct {
+	Model            string             `json:"model"`
+	Group            string             `json:"group"`
+	Provider         string             `json:"provider"`
+	Healthy          bool               `json:"healthy"`
+	WhyNot           *string            `json:"why_not"`
+	Proxied          int                `json:"proxied"`
+	Running          *float64           `json:"running"`
+	Waiting          *float64           `json:"waiting"`
+	KV               *float64           `json:"kv"`
+	PromptTokens     *float64           `json:"prompt_tokens"`
+	GenerationTokens *float64           `json:"generation_tokens"`
+	Preemptions      *float64           `json:"preemptions"`
+	TTFTS            *float64           `json:"ttft_s"`
+	QueueS           *float64           `json:"queue_s"`
+	ITLS             *float64           `json:"itl_s"`
+	Finished         map[string]float64 `json:"finished"`
+	ScrapeError      string             `json:"scrape_error,omitempty"`
+}
+
+// RequestRow is one in-flight request. WaitingS counts while no byte of the
+// answer has arrived and is null after; TTFBS is null until it arrives.
+type RequestRow struct {
+	ID        uint64   `json:"id"`
+	Model     string   `json:"model"`
+	Group     string   `json:"group"`
+	AgeS      float64  `json:"age_s"`
+	BodyBytes int64    `json:"body_bytes"`
+	Stream    bool     `json:"stream"`
+	WaitingS  *float64 `json:"waiting_s"`
+	TTFBS     *float64 `json:"ttfb_s"`
+	OutBytes  int64    `json:"out_bytes"`
+}
+
+// Handler serves GET /stats.json.
+func (s *Stats) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "/stats.json answers GET only", http.StatusMethodNotAllowed)
+			return
+		}
+		doc := s.Document(r.Context())
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(doc)
+	})
+}
+
+// Document builds the current document, scraping every routable group's
+// engine concurrently (or reusing a scrape younger than the cache TTL).
+// It returns when every scrape has answered or ctx ends.
+func (s *Stats) Document(ctx context.Context) Document {
+	snap := s.src.Load()
+	now := s.now()
+	doc := Document{UptimeS: int64(now.Sub(s.started).Seconds()), Models: []Row{}, Requests: []RequestRow{}}
+
+	// One scrape per engine, whatever number of models it serves.
+	type result struct {
+		fams Families
+		err  error
+	}
+	urls := map[string]bool{}
+	for _, rt := range snap.Models {
+		urls[rt.Root.JoinPath("metrics").String()] = true
+	}
+	results := make(map[string]result, len(urls))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for u := range urls {
+		wg.Go(func() {
+			fams, err := s.scraper.get(ctx, u)
+			mu.Lock()
+			results[u] = result{fams, err}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	s.scraper.keep(urls)
+
+	proxied := func(model string) int {
+		if s.inflight == nil {
+			return 0
+		}
+		return s.inflight.Proxied(model)
+	}
+	for _, model := range snap.Available() {
+		rt := snap.Models[model]
+		row := Row{Model: model, Group: rt.Group, Provider: rt.Provider, Healthy: true, Proxied: proxied(model)}
+		res := results[rt.Root.JoinPath("metrics").String()]
+		if res.err != nil {
+			row.ScrapeError = res.err.Error()
+		} else {
+			n := res.fams.Extract(model)
+			row.Running, row.Waiting, row.KV = n.Running, n.Waiting, n.KV
+			row.PromptTokens, row.GenerationTokens, row.Preemptions = n.PromptTokens, n.GenerationTokens, n.Preemptions
+			row.TTFTS, row.QueueS, row.ITLS = n.TTFT, n.Queue, n.ITL
+			row.Finished = n.Finished
+		}
+		doc.Models = append(doc.Models, row)
+	}
+	for _, name := range snap.GroupNames() {
+		g := snap.Groups[name]
+		if g.Healthy {
+			continue
+		}
+		why := g.WhyNot
+		if why == "" {
+			why = "not admitted"
+		}
+		// The row is named for what the group served when last probed, so
+		// an operator looking for a model finds it; the group name stands
+		// in when it was never probed.
+		model := name
+		if len(g.Models) > 0 {
+			model = strings.Join(g.Models, ", ")
+		}
+		n := 0
+		for _, m := range g.Models {
+			if rt := snap.Models[m]; rt == nil || rt.Group == name {
+				n += proxied(m)
+			}
+		}
+		doc.Models = append(doc.Models, Row{Model: model, Group: name, Provider: g.Provider, WhyNot: &why, Proxied: n})
+	}
+
+	if s.inflight != nil {
+		reqs := s.inflight.Requests()
+		sort.Slice(reqs, func(i, j int) bool { return reqs[i].ID < reqs[j].ID })
+		for _, q := range reqs {
+			row := RequestRow{
+				ID: q.ID, Model: q.Model, Group: q.Group,
+				AgeS:      seconds(now.Sub(q.Started)),
+				BodyBytes: q.BodyBytes, Stream: q.Stream, OutBytes: q.OutBytes,
+			}
+			if q.FirstByte.IsZero() {
+				w := row.AgeS
+				row.WaitingS = &w
+			} else {
+				t := seconds(q.FirstByte.Sub(q.Started))
+				row.TTFBS = &t
+			}
+			doc.Requests = append(doc.Requests, row)
+		}
+	}
+	return doc
+}
+
+// seconds rounds to milliseconds, never below zero (clocks of the proxy's
+// timestamps and ours are the same monotonic clock, but be safe).
+func seconds(d time.Duration) float64 {
+	if d < 0 {
+		d = 0
+	}
+	return math.Round(d.Seconds()*1000) / 1000
+}
