@@ -72,7 +72,11 @@ func (p *originPolicy) allows(r *http.Request) bool {
 	// name is not trusted this way, since a rebinding attack makes a
 	// foreign name's page same-origin with the router.
 	if net.ParseIP(host) != nil {
-		if own, ok := normaliseOrigin(u.Scheme + "://" + r.Host); ok && own == n {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		if own, ok := normaliseOrigin(scheme + "://" + r.Host); ok && own == n {
 			return true
 		}
 	}
