@@ -16,6 +16,7 @@ import (
 	"github.com/fe64bb06/frontdoor/internal/version"
 	"github.com/fe64bb06/frontdoor/mentat/agent"
 	"github.com/fe64bb06/frontdoor/mentat/daemon"
+	"github.com/fe64bb06/frontdoor/mentat/serve/app"
 )
 
 const usage = `usage:
@@ -44,10 +45,11 @@ func main() {
 	case "agent":
 		os.Exit(runAgent(env, log, os.Args[2:]))
 	case "serve":
-		// SERVE: the lead wires mentat/serve here (the same code as
-		// cmd/mentatd-serve); until then this subcommand refuses to run.
-		fmt.Fprintln(os.Stderr, "mentatd serve: not built yet, use mentatd-serve")
-		os.Exit(2)
+		if len(os.Args) > 2 {
+			fmt.Fprintln(os.Stderr, "mentatd serve takes no arguments; configure it by environment (docs/mentatd-serve.md)")
+			os.Exit(2)
+		}
+		os.Exit(app.Main(envconf.OS(), log))
 	case "help", "-h", "--help":
 		fmt.Println(usage)
 	default:

@@ -412,9 +412,15 @@ func TestAgentRefusesBadConfig(t *testing.T) {
 	if code := d.wait(); code != 2 || !strings.Contains(d.output(), "MENTAT_SECRET_FILE") {
 		t.Fatalf("daemon with an unreadable secret file: status %d output %q", code, d.output())
 	}
-	s := start(t, nil, "serve")
-	if code := s.wait(); code != 2 || !strings.Contains(s.output(), "not built yet") {
-		t.Fatalf("serve placeholder: %d %q", code, s.output())
+	// `mentatd serve` is the router: its boot rules apply (an unreadable
+	// MENTAT_SECRET_FILE stops it with the reason).
+	s := start(t, []string{"MENTAT_SECRET_FILE=" + filepath.Join(t.TempDir(), "missing"), "SERVE_PORT=0", "MENTAT_ANNOUNCE_PORT=0"}, "serve")
+	if code := s.wait(); code != 1 || !strings.Contains(s.output(), "MENTAT_SECRET_FILE") {
+		t.Fatalf("mentatd serve with an unreadable secret file: %d %q", code, s.output())
+	}
+	s = start(t, nil, "serve", "extra")
+	if code := s.wait(); code != 2 {
+		t.Fatalf("mentatd serve with an argument: %d %q", code, s.output())
 	}
 }
 

@@ -18,7 +18,6 @@ import (
 
 	// Model types this binary can serve.
 	_ "github.com/fe64bb06/frontdoor/mortred/model/ppocr"
-	_ "github.com/fe64bb06/frontdoor/mortred/model/ppocr"
 	_ "github.com/fe64bb06/frontdoor/mortred/model/testmodel"
 )
 

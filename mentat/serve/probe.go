@@ -67,6 +67,8 @@ type prober struct {
 
 	// retries counts probes re-sent on a fresh connection.
 	retries atomic.Uint64
+	// probesOK and probesFailed count single candidate probes by outcome.
+	probesOK, probesFailed atomic.Uint64
 }
 
 func newProber(ctx context.Context, interval, timeout, promote time.Duration, log *slog.Logger, onChange func()) *prober {
@@ -233,13 +235,26 @@ func (p *prober) probe(ctx context.Context, base string) (probeResult, error) {
 	if r.Retried {
 		p.retries.Add(1)
 	}
+	res, err := parseModels(base, r.Body, err)
+	if ctx.Err() == nil {
+		if err == nil {
+			p.probesOK.Add(1)
+		} else {
+			p.probesFailed.Add(1)
+		}
+	}
+	return res, err
+}
+
+// parseModels reads an engine's /models answer.
+func parseModels(base string, body []byte, err error) (probeResult, error) {
 	if err != nil {
 		return probeResult{}, err
 	}
 	var list struct {
 		Data []json.RawMessage `json:"data"`
 	}
-	if err := json.Unmarshal(r.Body, &list); err != nil {
+	if err := json.Unmarshal(body, &list); err != nil {
 		return probeResult{}, fmt.Errorf("answer is not an OpenAI model list: %v", err)
 	}
 	if list.Data == nil {

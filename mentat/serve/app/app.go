@@ -1,0 +1,120 @@
+// Package app assembles the router: discovery and admission (package
+// serve), the POST proxy, the merged MCP endpoint, /stats.json, token
+// counting, the status page and /metrics, on one listener. Both
+// mentatd-serve and `mentatd serve` run exactly this.
+package app
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"os/signal"
+	"syscall"
+
+	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/mentat/serve"
+	"github.com/fe64bb06/frontdoor/mentat/serve/mcp"
+	"github.com/fe64bb06/frontdoor/mentat/serve/proxy"
+	"github.com/fe64bb06/frontdoor/mentat/serve/stats"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// App is the assembled router.
+type App struct {
+	Server *serve.Server
+	Proxy  *proxy.Proxy
+	MCP    *mcp.Endpoint
+	Stats  *stats.Stats
+	log    *slog.Logger
+}
+
+// New builds the router from cfg. Nothing listens until Run (or
+// Server.Listen, for tests that need the address first).
+func New(cfg serve.Config, log *slog.Logger) (*App, error) {
+	srv, err := serve.New(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := srv.RegisterMetrics(reg); err != nil {
+		return nil, err
+	}
+	routes := srv.Routes()
+	px := proxy.New(routes, proxy.Config{Timeout: cfg.ServingTimeout}, log, reg)
+	status := func() any { return serve.Status(routes.Load(), srv.Uptime()) }
+	ep, err := mcp.New(routes, mcp.Config{ToolsTTL: cfg.ToolsTTL, CallTimeout: cfg.MCPTimeout}, status, log)
+	if err != nil {
+		return nil, err
+	}
+	// Engine scrapes share one small client: the engines are few, the
+	// scrapes cached, and a wedged engine must not hold a page load.
+	scrapeClient := &http.Client{Timeout: cfg.ProbeTimeout, Transport: proxy.NewTransport()}
+	st := stats.New(routes, inflight{px.Inflight()}, scrapeClient, log)
+
+	srv.Handle("POST /", px)
+	srv.Handle("/mcp", ep)
+	srv.Handle("GET /stats.json", st.Handler())
+	srv.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, log: log}, nil
+}
+
+// Run serves until ctx ends, then stops the background work and returns.
+func (a *App) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	mcpDone := make(chan struct{})
+	go func() {
+		defer close(mcpDone)
+		a.MCP.Run(ctx)
+	}()
+	err := a.Server.Run(ctx)
+	cancel()
+	<-mcpDone
+	a.MCP.Close()
+	a.Proxy.Close()
+	return err
+}
+
+// inflight adapts the proxy's registry to what the stats need.
+type inflight struct{ in *proxy.Inflight }
+
+func (f inflight) Requests() []stats.Request {
+	rows := f.in.Snapshot()
+	out := make([]stats.Request, len(rows))
+	for i, r := range rows {
+		out[i] = stats.Request{ID: r.ID, Model: r.Model, Group: r.Group, Started: r.Start, BodyBytes: r.BodyBytes,
+			Stream: r.Stream, FirstByte: r.FirstByte, OutBytes: r.OutBytes}
+	}
+	return out
+}
+
+func (f inflight) Proxied(model string) int { return f.in.Counts()[model] }
+
+// Main runs the router from the process environment until SIGINT or
+// SIGTERM and returns the exit code: 0 on a clean stop, 1 when the
+// configuration or a listener fails.
+func Main(env envconf.Env, log *slog.Logger) int {
+	env.Warn = func(name, value, reason string) {
+		log.Warn("config_value_ignored", "var", name, "value", value, "reason", reason)
+	}
+	cfg, err := serve.LoadConfig(env)
+	if err != nil {
+		log.Error("config_failed", "err", err)
+		return 1
+	}
+	a, err := New(cfg, log)
+	if err != nil {
+		log.Error("start_failed", "err", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := a.Run(ctx); err != nil {
+		log.Error("serve_failed", "err", err)
+		return 1
+	}
+	return 0
+}
