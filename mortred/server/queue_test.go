@@ -55,10 +55,18 @@ func hasLabel(m *dto.Metric, k, v string) bool {
 	return false
 }
 
-// inBackground sends a request and delivers its reply on the channel.
+// inBackground sends a request and delivers its reply on the channel; a
+// transport or contract problem arrives as a reply with code 0 and the
+// error in body, which checkEnvelope reports.
 func (f *fixture) inBackground(body string) <-chan reply {
 	ch := make(chan reply, 1)
-	go func() { ch <- f.infer(body) }()
+	go func() {
+		rep, err := f.try(req{token: token, body: body})
+		if err != nil {
+			rep = reply{body: []byte(err.Error())}
+		}
+		ch <- rep
+	}()
 	return ch
 }
 
