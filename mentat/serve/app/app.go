@@ -54,7 +54,7 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	scrapeClient := &http.Client{Timeout: cfg.ProbeTimeout, Transport: proxy.NewTransport()}
 	st := stats.New(routes, inflight{px.Inflight()}, scrapeClient, log)
 
-	srv.Handle("POST /", px)
+	srv.Handle("/", root(px, nil))
 	srv.Handle("/mcp", ep)
 	srv.Handle("GET /stats.json", st.Handler())
 	srv.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -76,6 +76,27 @@ func (a *App) Run(ctx context.Context) error {
 	a.MCP.Close()
 	a.Proxy.Close()
 	return err
+}
+
+// root serves what no specific route claims: any POST goes to the proxy
+// (it routes by the body's model), GET / to the status page or document,
+// anything else is a JSON 404/405 in the proxy's error shape.
+func root(px http.Handler, page http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodPost:
+			px.ServeHTTP(w, r)
+		case (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path == "/" && page != nil:
+			page.ServeHTTP(w, r)
+		case r.Method == http.MethodGet || r.Method == http.MethodHead:
+			proxy.WriteError(w, &proxy.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
+				Message: "no route for GET " + r.URL.Path + "; try GET /v1/models, /status.json, /stats.json or POST with a model"})
+		default:
+			w.Header().Set("Allow", "GET, POST")
+			proxy.WriteError(w, &proxy.Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
+				Message: r.Method + " is not supported; the router takes POST requests with a model"})
+		}
+	})
 }
 
 // inflight adapts the proxy's registry to what the stats need.
