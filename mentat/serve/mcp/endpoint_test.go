@@ -11,6 +11,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 )
 
 func TestMergeTwoUpstreams(t *testing.T) {
@@ -247,10 +249,16 @@ func TestUpstreamSessionReestablished(t *testing.T) {
 }
 
 func TestListChanged(t *testing.T) {
+	for _, version := range []string{legacy, ""} {
+		t.Run("version="+version, func(t *testing.T) { testListChanged(t, version) })
+	}
+}
+
+func testListChanged(t *testing.T, version string) {
 	a, b := newUpstream(t, "alpha"), newUpstream(t, "beta")
 	r := newRouter(t, Config{ToolsTTL: time.Hour, SnapshotPoll: 50 * time.Millisecond}, group("alpha", a.URL, true))
 	changed := make(chan struct{}, 1)
-	cs := connect(t, r.URL, clientOpts{version: legacy, listChanged: changed})
+	cs := connect(t, r.URL, clientOpts{version: version, listChanged: changed})
 	if n := len(toolNames(t, cs)); n != 4 {
 		t.Fatalf("%d tools", n)
 	}
@@ -351,5 +359,37 @@ func TestModernToolErrorIsComplete(t *testing.T) {
 		if !strings.Contains(string(out), frag) {
 			t.Errorf("response lacks %s: %d %s", frag, resp.StatusCode, out)
 		}
+	}
+}
+
+// TestRewrittenGroupName: a group name clients would refuse in a tool name
+// is rewritten deterministically, said so in the description, and calls
+// still reach the right upstream. The group has no MCP URL in use yet, only
+// a candidate, and is unhealthy: the merge uses the candidate anyway.
+func TestRewrittenGroupName(t *testing.T) {
+	a := newUpstream(t, "alpha")
+	g := &routes.Group{Name: "glm-5.1", MCPCandidates: []string{a.URL}, WhyNot: "not probed yet"}
+	r := newRouter(t, Config{}, g)
+	cs := connect(t, r.URL, clientOpts{version: legacy})
+	res, err := cs.ListTools(ctxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := buildNames([]ref{{"glm-5.1", "engine_status"}}).byRef[ref{"glm-5.1", "engine_status"}]
+	var found *sdk.Tool
+	for _, tool := range res.Tools {
+		if tool.Name == want {
+			found = tool
+		}
+	}
+	if found == nil || !strings.HasPrefix(want, "glm-5_1__engine_status_") {
+		t.Fatalf("no %q in %v", want, toolNames(t, cs))
+	}
+	if !strings.Contains(found.Description, `Tool "engine_status" of group "glm-5.1"`) || !strings.HasPrefix(found.Description, "Reports the engine's state.") {
+		t.Fatalf("description = %q", found.Description)
+	}
+	call, err := cs.CallTool(ctxT(t), &sdk.CallToolParams{Name: want})
+	if err != nil || call.IsError || resultText(call) != "engine alpha running" {
+		t.Fatalf("call %s = %v %q", want, err, resultText(call))
 	}
 }

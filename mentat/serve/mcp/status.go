@@ -3,6 +3,8 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"runtime/debug"
 	"slices"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -28,7 +30,13 @@ func (e *Endpoint) addNativeTools() {
 	}, e.serveStatus)
 }
 
-func (e *Endpoint) serveStatus(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+func (e *Endpoint) serveStatus(context.Context, *sdk.CallToolRequest) (res *sdk.CallToolResult, _ error) {
+	defer func() {
+		if p := recover(); p != nil {
+			e.logger.Error("mcp_serve_status_panic", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			res = errorResult("serve_status: building the status document failed: %v", p)
+		}
+	}()
 	doc := e.status()
 	if doc == nil {
 		return errorResult("serve_status: the router has no status document yet; retry in a moment"), nil
