@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -55,6 +56,9 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	if u.Token != "" {
 		out.Header.Set("Authorization", "Bearer "+u.Token)
 	}
+	if xff := forwardedFor(r); xff != "" {
+		out.Header.Set("X-Forwarded-For", xff)
+	}
 	resp, err := g.client.Do(out)
 	if err != nil {
 		g.upstreamError(w, r, u, err)
@@ -80,6 +84,26 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	}
 	g.metrics.request(u.ID, resp.StatusCode)
 	g.metrics.duration.WithLabelValues(u.ID).Observe(time.Since(start).Seconds())
+}
+
+// forwardedFor is the X-Forwarded-For the model server sees. The model
+// server rate-limits per client by the last entry when the request comes
+// from loopback, so that entry must be the real client: the peer's address,
+// unless the peer is itself a loopback proxy (the Nginx TLS edge), whose
+// own X-Forwarded-For is then kept as it is.
+func forwardedFor(r *http.Request) string {
+	prior := strings.Join(r.Header.Values("X-Forwarded-For"), ", ")
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return prior
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() && prior != "" {
+		return prior
+	}
+	if prior == "" {
+		return host
+	}
+	return prior + ", " + host
 }
 
 // copyBody streams src to w through one pooled buffer, flushing after each
