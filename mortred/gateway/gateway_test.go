@@ -342,7 +342,7 @@ func TestForwardedFor(t *testing.T) {
 	for _, c := range []struct{ remote, prior, want string }{
 		{"203.0.113.7:5000", "", "203.0.113.7"},
 		{"203.0.113.7:5000", "10.0.0.1", "10.0.0.1, 203.0.113.7"}, // a client's claim stays, the peer is last
-		{"127.0.0.1:5000", "198.51.100.2", "198.51.100.2"},         // the local TLS edge already named the client
+		{"127.0.0.1:5000", "198.51.100.2", "198.51.100.2"},        // the local TLS edge already named the client
 		{"127.0.0.1:5000", "", "127.0.0.1"},
 	} {
 		r := httptest.NewRequest("POST", "/x", nil)
