@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -391,5 +392,35 @@ func TestRewrittenGroupName(t *testing.T) {
 	call, err := cs.CallTool(ctxT(t), &sdk.CallToolParams{Name: want})
 	if err != nil || call.IsError || resultText(call) != "engine alpha running" {
 		t.Fatalf("call %s = %v %q", want, err, resultText(call))
+	}
+}
+
+// TestHangingUpstreamDoesNotBlockList: an upstream that never answers at
+// all (a wedged status server) costs the list nothing but its own tools.
+func TestHangingUpstreamDoesNotBlockList(t *testing.T) {
+	a := newUpstream(t, "alpha")
+	stop := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	defer hang.Close()
+	defer hang.CloseClientConnections()
+	defer close(stop)
+	r := newRouter(t, Config{ConnectTimeout: time.Second, CallTimeout: 2 * time.Second, ListWait: 200 * time.Millisecond},
+		group("alpha", a.URL, true), group("wedged", hang.URL+"/mcp", false))
+	cs := connect(t, r.URL, clientOpts{version: legacy})
+	if names := toolNames(t, cs); len(names) != 4 {
+		t.Fatalf("tools/list with a wedged upstream: %v", names)
+	}
+	res, err := cs.CallTool(ctxT(t), &sdk.CallToolParams{Name: "wedged__engine_status"})
+	if err != nil || !res.IsError || !strings.Contains(resultText(res), `group "wedged"`) {
+		t.Fatalf("call to the wedged group = %v %q", err, resultText(res))
+	}
+	res, err = cs.CallTool(ctxT(t), &sdk.CallToolParams{Name: "alpha__engine_status"})
+	if err != nil || res.IsError {
+		t.Fatalf("alpha beside a wedged group = %v %q", err, resultText(res))
 	}
 }

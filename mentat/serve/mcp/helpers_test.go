@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -164,7 +165,7 @@ func newRouter(t *testing.T, cfg Config, groups ...*routes.Group) *router {
 	e, err := New(r.holder, cfg, func() any {
 		s := r.holder.Load()
 		return map[string]any{"groups": s.GroupNames(), "uptime_s": 1}
-	}, logx.New(os.Stderr, logx.ParseLevel(os.Getenv("TEST_LOG"))))
+	}, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +187,14 @@ func newRouter(t *testing.T, cfg Config, groups ...*routes.Group) *router {
 		_ = e.Close()
 	})
 	return r
+}
+
+// testLogger is quiet unless TEST_LOG names a level (TEST_LOG=debug).
+func testLogger() *slog.Logger {
+	if lvl := os.Getenv("TEST_LOG"); lvl != "" {
+		return logx.New(os.Stderr, logx.ParseLevel(lvl))
+	}
+	return logx.Discard()
 }
 
 func (r *router) setGroups(groups ...*routes.Group) {
