@@ -83,6 +83,9 @@ func (e *httpError) Error() string {
 			Message string `json:"message"`
 		} `json:"errors"`
 		StatusStr string `json:"status_str"`
+		Results   []struct {
+			Message string `json:"message"`
+		} `json:"results"`
 	}
 	msg := strings.TrimSpace(string(e.Body))
 	if json.Unmarshal(e.Body, &m) == nil {
@@ -91,6 +94,9 @@ func (e *httpError) Error() string {
 			msg = m.Error
 		case len(m.Errors) > 0:
 			msg = m.Errors[0].Message
+		case len(m.Results) > 0 && m.Results[0].Message != "":
+			// Every item failed: the first item's reason says what to fix.
+			msg = m.StatusStr + ": " + m.Results[0].Message
 		case m.StatusStr != "":
 			msg = m.StatusStr
 		}
@@ -115,7 +121,7 @@ type serverStatus struct {
 }
 
 func (c *CLI) status(args []string) error {
-	if _, err := subFlags("status", args, func(*flag.FlagSet) {}); err != nil {
+	if _, err := c.subFlags("status", args, func(*flag.FlagSet) {}); err != nil {
 		return err
 	}
 	var raw json.RawMessage
@@ -157,7 +163,7 @@ func statusRow(s serverStatus) []string {
 }
 
 func (c *CLI) catalog(args []string) error {
-	if _, err := subFlags("catalog", args, func(*flag.FlagSet) {}); err != nil {
+	if _, err := c.subFlags("catalog", args, func(*flag.FlagSet) {}); err != nil {
 		return err
 	}
 	var raw json.RawMessage
@@ -185,7 +191,7 @@ func (c *CLI) catalog(args []string) error {
 }
 
 func (c *CLI) lifecycle(action string, args []string) error {
-	pos, err := subFlags(action, args, func(*flag.FlagSet) {})
+	pos, err := c.subFlags(action, args, func(*flag.FlagSet) {})
 	if err != nil {
 		return err
 	}

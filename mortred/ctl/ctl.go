@@ -121,11 +121,13 @@ func (c *CLI) run(args []string) error {
 	return usageError{fmt.Sprintf("unknown command %q", cmd)}
 }
 
-// subFlags parses a command's own flags, allowing them after positionals
-// ("logs ID --limit 5").
-func subFlags(name string, args []string, define func(*flag.FlagSet)) ([]string, error) {
+// subFlags parses a command's own flags (and --json), allowing them after
+// positionals ("logs ID --limit 5").
+func (c *CLI) subFlags(name string, args []string, define func(*flag.FlagSet)) ([]string, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	// --json also after the command ("status --json"), as scripts write it.
+	fs.BoolVar(&c.G.JSON, "json", c.G.JSON, "print JSON")
 	define(fs)
 	var pos []string
 	for {

@@ -32,7 +32,7 @@ type edgeParams struct {
 
 func (c *CLI) initEdge(args []string) error {
 	p := edgeParams{Listen: 443, Gateway: c.G.Gateway, Dir: "edge", MaxBodyMB: 64, ACMEWebroot: "/var/www/letsencrypt"}
-	pos, err := subFlags("init-edge", args, func(fs *flag.FlagSet) {
+	pos, err := c.subFlags("init-edge", args, func(fs *flag.FlagSet) {
 		fs.StringVar(&p.Mode, "mode", "", "lan (self-signed certificate made here), acme (Let's Encrypt paths) or files (--cert/--key)")
 		fs.StringVar(&p.ServerName, "server-name", "", "the name clients use (default: this host's name)")
 		fs.IntVar(&p.Listen, "listen", p.Listen, "TLS port")

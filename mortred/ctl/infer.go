@@ -17,7 +17,7 @@ const maxImageFile = 48 << 20
 
 func (c *CLI) infer(args []string) error {
 	var image string
-	pos, err := subFlags("infer", args, func(fs *flag.FlagSet) {
+	pos, err := c.subFlags("infer", args, func(fs *flag.FlagSet) {
 		fs.StringVar(&image, "image", "", "image file (PNG, JPEG, WebP)")
 	})
 	if err != nil {

@@ -17,7 +17,7 @@ type logPage struct {
 func (c *CLI) logs(args []string) error {
 	var offset, limit int64
 	var follow bool
-	pos, err := subFlags("logs", args, func(fs *flag.FlagSet) {
+	pos, err := c.subFlags("logs", args, func(fs *flag.FlagSet) {
 		fs.Int64Var(&offset, "offset", -1, "first line number (default: the last --limit lines)")
 		fs.Int64Var(&limit, "limit", 200, "lines per page (1-1000)")
 		fs.BoolVar(&follow, "follow", false, "keep printing new lines")

@@ -23,7 +23,7 @@ func NewToken() string {
 func (c *CLI) initTrust(args []string) error {
 	out := "mortred.env"
 	force := false
-	pos, err := subFlags("init-trust", args, func(fs *flag.FlagSet) {
+	pos, err := c.subFlags("init-trust", args, func(fs *flag.FlagSet) {
 		fs.StringVar(&out, "out", out, "env file to write")
 		fs.BoolVar(&force, "force", false, "replace an existing file")
 	})
