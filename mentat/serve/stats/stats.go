@@ -7,6 +7,7 @@ package stats
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
@@ -41,7 +42,7 @@ type Stats struct {
 // New returns a Stats reading routes from src and in-flight requests from
 // inflight (nil: the router carries none). client fetches engines'
 // /metrics; nil means http.DefaultClient. Scrape failures are logged on
-// change to logger (nil: logx-style discard).
+// change to logger (nil: discarded).
 func New(src routes.Source, inflight Inflight, client *http.Client, logger *slog.Logger) *Stats {
 	if client == nil {
 		client = http.DefaultClient
@@ -132,7 +133,9 @@ func (s *Stats) Document(ctx context.Context) Document {
 	}
 	urls := map[string]bool{}
 	for _, rt := range snap.Models {
-		urls[rt.Root.JoinPath("metrics").String()] = true
+		if u := metricsURL(rt); u != "" {
+			urls[u] = true
+		}
 	}
 	results := make(map[string]result, len(urls))
 	var mu sync.Mutex
@@ -157,7 +160,10 @@ func (s *Stats) Document(ctx context.Context) Document {
 	for _, model := range snap.Available() {
 		rt := snap.Models[model]
 		row := Row{Model: model, Group: rt.Group, Provider: rt.Provider, Healthy: true, Proxied: proxied(model)}
-		res := results[rt.Root.JoinPath("metrics").String()]
+		res, ok := results[metricsURL(rt)]
+		if !ok {
+			res.err = fmt.Errorf("route for %s has no engine URL", model)
+		}
 		if res.err != nil {
 			row.ScrapeError = res.err.Error()
 		} else {
@@ -214,6 +220,15 @@ func (s *Stats) Document(ctx context.Context) Document {
 		}
 	}
 	return doc
+}
+
+// metricsURL is where the engine serving rt publishes its metrics: at the
+// root, beside /v1, as vLLM does.
+func metricsURL(rt *routes.Route) string {
+	if rt.Root == nil {
+		return ""
+	}
+	return rt.Root.JoinPath("metrics").String()
 }
 
 // seconds rounds to milliseconds, never below zero (clocks of the proxy's
