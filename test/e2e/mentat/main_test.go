@@ -1,0 +1,28 @@
+// Package e2e runs a mentat cluster for real: the mentatd, mentatd-serve and
+// enginesim binaries (built once by internal/testbin) as separate processes
+// on loopback, with fast intervals, and checks what an operator would see
+// on the router. Tests that need several addresses on one node build them
+// with network namespaces and veth pairs (netns_test.go).
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/fe64bb06/frontdoor/internal/testbin"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
