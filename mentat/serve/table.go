@@ -106,13 +106,24 @@ func buildTable(views []discovery.View, now time.Time, poll time.Duration) map[s
 		alive   int
 	}
 	best := map[string]pick{}
+	consider := func(v *discovery.View, name string, g wire.Group) {
+		p := pick{view: v, g: g, running: countRunning(g), alive: countAlive(g)}
+		old, seen := best[name]
+		if !seen || p.running > old.running || (p.running == old.running && p.alive > old.alive) {
+			best[name] = p
+		}
+	}
 	for i := range fresh {
 		v := &fresh[i]
 		for name, g := range v.Snapshot.Groups {
-			p := pick{view: v, g: g, running: countRunning(g), alive: countAlive(g)}
-			old, seen := best[name]
-			if !seen || p.running > old.running || (p.running == old.running && p.alive > old.alive) {
-				best[name] = p
+			consider(v, name, g)
+		}
+		// A restarted daemon's groups that have not registered again yet.
+		if prev := v.Carried(now); prev != nil {
+			for name, g := range prev.Groups {
+				if _, ok := v.Snapshot.Groups[name]; !ok {
+					consider(v, name, g)
+				}
 			}
 		}
 	}

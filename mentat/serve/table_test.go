@@ -122,3 +122,31 @@ func TestBuildTableMerge(t *testing.T) {
 		t.Fatal("tie break depends on view order")
 	}
 }
+
+// A restarted daemon reports an empty registry until its agents register
+// again; the previous boot's groups keep counting for three poll
+// intervals, and a group the new boot reports wins over the carried copy.
+func TestBuildTableCarriesRestartedDaemon(t *testing.T) {
+	now := time.Now()
+	oa := map[string]wire.Service{wire.ServiceOpenAI: {Port: 8000, Path: "/v1"}}
+	old := &wire.Snapshot{NodeIP: "10.100.0.1", BootID: "b1", Groups: map[string]wire.Group{
+		"glm":  {Agents: map[string]wire.Agent{"g": agent("10.100.0.1", true, oa)}, Actors: actors("running")},
+		"qwen": {Agents: map[string]wire.Agent{"q": agent("10.100.0.1", true, oa)}, Actors: actors("running")},
+	}}
+	fresh := &wire.Snapshot{NodeIP: "10.100.0.1", BootID: "b2", Groups: map[string]wire.Group{
+		"qwen": {Agents: map[string]wire.Agent{"q": agent("10.100.0.1", true, oa)}, Actors: actors("running", "running")},
+	}}
+	v := viewOf("a:6380", now, fresh)
+	v.Previous, v.PreviousUntil = old, now.Add(3*time.Second)
+	table := buildTable([]discovery.View{v}, now, time.Second)
+	if table["glm"] == nil || table["glm"].actorsRunning != 1 {
+		t.Fatalf("glm of the previous boot not carried: %+v", table["glm"])
+	}
+	if table["qwen"].actorsRunning != 2 {
+		t.Fatalf("qwen must come from the new boot: %+v", table["qwen"])
+	}
+	later := buildTable([]discovery.View{v}, now.Add(4*time.Second), time.Hour)
+	if _, ok := later["glm"]; ok {
+		t.Fatal("glm still carried after the window")
+	}
+}

@@ -72,6 +72,24 @@ type View struct {
 	Err string
 	// Events reports whether the /events WebSocket is open.
 	Events bool
+	// Previous is the last snapshot of the daemon's previous process when
+	// Snapshot comes from a new one (another boot_id), kept until
+	// PreviousUntil. A restarted daemon starts with an empty registry and
+	// fills it as its agents notice the new boot and register again; its
+	// groups must not read as gone in between (see Carried).
+	Previous      *wire.Snapshot
+	PreviousUntil time.Time
+}
+
+// Carried returns the previous boot's snapshot while it still counts: for
+// three poll intervals after the restart was seen, as long as an
+// unreachable daemon's last view would count. Groups it holds that the
+// new process does not report yet keep routing in that window.
+func (v *View) Carried(now time.Time) *wire.Snapshot {
+	if v.Previous == nil || now.After(v.PreviousUntil) {
+		return nil
+	}
+	return v.Previous
 }
 
 // Fresh reports whether the view is younger than three poll intervals.
@@ -249,7 +267,13 @@ func (m *Manager) report(addr string, snap *wire.Snapshot, err error) {
 		if t.view.Err != "" || t.view.Snapshot == nil {
 			m.log.Info("daemon_connected", "daemon", addr, "node_id", snap.NodeID)
 		}
-		t.view.Snapshot, t.view.Fetched, t.view.Err = snap, time.Now(), ""
+		now := time.Now()
+		if old := t.view.Snapshot; old != nil && old.BootID != "" && snap.BootID != "" && old.BootID != snap.BootID &&
+			t.view.Fresh(now, m.cfg.PollInterval) {
+			m.log.Info("daemon_restarted", "daemon", addr, "boot_id", snap.BootID, "previous_boot_id", old.BootID)
+			t.view.Previous, t.view.PreviousUntil = old, now.Add(3*m.cfg.PollInterval)
+		}
+		t.view.Snapshot, t.view.Fetched, t.view.Err = snap, now, ""
 		if m.cfg.DiscoverPeers {
 			m.addPeersLocked(snap, t.view.Fetched)
 		}
