@@ -1,0 +1,126 @@
+// Package nginx runs Nginx as the reference reverse proxy: one server
+// block per upstream, proxy_pass with proxy_buffering off and HTTP/1.1
+// keep-alive to the upstream, one worker, no access log.
+package nginx
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fe64bb06/frontdoor/bench/internal/harness"
+)
+
+// Nginx is a running nginx. Port maps each upstream name to the port
+// nginx listens on for it.
+type Nginx struct {
+	Proc   *harness.Proc
+	Port   map[string]int
+	Config string
+}
+
+// Start writes a configuration into dir and starts nginx in the
+// foreground (master_process off: one process, so a CPU pin and its
+// memory are those of the one worker). upstreams maps a name to the
+// engine's loopback port.
+func Start(ctx context.Context, dir, cpus string, upstreams map[string]int) (*Nginx, error) {
+	bin, err := harness.LookNginx()
+	if err != nil {
+		return nil, err
+	}
+	n := &Nginx{Port: map[string]int{}}
+	names := make([]string, 0, len(upstreams))
+	for k := range upstreams {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var servers strings.Builder
+	for _, name := range names {
+		p, err := harness.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		n.Port[name] = p
+		fmt.Fprintf(&servers, `
+    upstream %[1]s {
+        server 127.0.0.1:%[2]d;
+        keepalive 256;
+        # below enginesim's (uvicorn's) 5 s, so nginx never reuses a
+        # connection the engine is closing
+        keepalive_timeout 4s;
+    }
+    server {
+        listen 127.0.0.1:%[3]d;
+        location / {
+            proxy_pass http://%[1]s;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_read_timeout 1800s;
+        }
+    }
+`, name, upstreams[name], p)
+	}
+	tmp := filepath.Join(dir, "nginx")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return nil, err
+	}
+	n.Config = fmt.Sprintf(`daemon off;
+master_process off;
+worker_processes 1;
+worker_rlimit_nofile 65536;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events {
+    worker_connections 32768;
+}
+http {
+    access_log off;
+    # Bodies are read whole before forwarding (nginx's default, like the
+    # router, which must read a body to find its model), but in memory: a
+    # 1 MiB body would otherwise go through a temp file.
+    client_max_body_size 128m;
+    client_body_buffer_size 2m;
+    client_body_temp_path %[1]s/body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+    keepalive_requests 1000000;
+%[2]s}
+`, tmp, servers.String())
+	conf := filepath.Join(tmp, "nginx.conf")
+	if err := os.WriteFile(conf, []byte(n.Config), 0o644); err != nil {
+		return nil, err
+	}
+	n.Proc, err = harness.Start(dir, harness.Spec{Name: "nginx", Bin: bin, Args: []string{"-e", tmp + "/error.log", "-c", conf}, CPUs: cpus})
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		addr := fmt.Sprintf("127.0.0.1:%d", n.Port[name])
+		err := harness.Eventually(ctx, 10*time.Second, "nginx listening on "+addr, func() error {
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		}, n.Proc)
+		if err != nil {
+			n.Proc.Stop()
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// URL is nginx's base URL for an upstream.
+func (n *Nginx) URL(name string) string { return fmt.Sprintf("http://127.0.0.1:%d", n.Port[name]) }
+
+// Stop stops nginx.
+func (n *Nginx) Stop() { n.Proc.Stop() }

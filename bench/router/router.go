@@ -1,0 +1,310 @@
+// Package router measures mentatd-serve beside Nginx and beside calling
+// the engine directly, on loopback, in one run: small non-streaming chat
+// requests, 1 MiB bodies, and streams (time to first frame, inter-frame
+// delay). The router is the real binary, routing by model through real
+// discovery (mentatd daemon + agent + enginesim).
+package router
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fe64bb06/frontdoor/bench/internal/cluster"
+	"github.com/fe64bb06/frontdoor/bench/internal/harness"
+	"github.com/fe64bb06/frontdoor/bench/internal/nginx"
+	"github.com/fe64bb06/frontdoor/bench/internal/sse"
+	"github.com/fe64bb06/frontdoor/bench/internal/wrk"
+)
+
+// Config is one run. Zero values take the defaults in the comments.
+type Config struct {
+	// BinDir holds the binaries (make build); Self is this benchmark's
+	// own executable (the streaming client runs as a child of it).
+	BinDir, Self string
+	// WorkDir receives configs and logs.
+	WorkDir string
+	// ServerCPUs pins engines and proxies, LoadCPUs the load generators
+	// ("" = no pin).
+	ServerCPUs, LoadCPUs string
+	// Duration of each measurement (default 5 s); Rounds is how often
+	// every measurement is repeated, paths interleaved (default 1; the
+	// median is reported).
+	Duration time.Duration
+	Rounds   int
+	// Conns is wrk's connections for the throughput runs (default 32).
+	Conns int
+	// MaxRequests bounds each wrk run (default 2,000,000).
+	MaxRequests int
+	// StreamConcurrency is how many streams run at once (default 32).
+	StreamConcurrency int
+}
+
+func (c Config) withDefaults() Config {
+	if c.Duration <= 0 {
+		c.Duration = 5 * time.Second
+	}
+	if c.Rounds <= 0 {
+		c.Rounds = 1
+	}
+	if c.Conns <= 0 {
+		c.Conns = 32
+	}
+	if c.MaxRequests <= 0 {
+		c.MaxRequests = 2_000_000
+	}
+	if c.StreamConcurrency <= 0 {
+		c.StreamConcurrency = 32
+	}
+	return c
+}
+
+// Engine settings of the two groups.
+const (
+	fastModel   = "bench-fast"
+	streamModel = "bench-stream"
+	streamTTFT  = 50 * time.Millisecond
+	streamITL   = 10 * time.Millisecond
+	streamToks  = 20
+)
+
+// Paths, in the order every measurement visits them.
+var paths = []string{"direct", "nginx", "router"}
+
+// Result is the section of the report plus the figures the summary
+// checks against the targets.
+type Result struct {
+	Markdown string
+	// AddedP50 is the router's p50 minus direct's, small requests, one
+	// connection; RouterVsNginx the router's throughput over Nginx's.
+	AddedP50, NginxAddedP50 time.Duration
+	RouterVsNginx           float64
+}
+
+// Run starts the cluster and Nginx, measures, stops them.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	cfg = cfg.withDefaults()
+	cl, err := cluster.Start(ctx, cluster.Opts{BinDir: cfg.BinDir, LogDir: cfg.WorkDir, CPUs: cfg.ServerCPUs,
+		Engines: []cluster.Engine{
+			{Group: "fast", Model: fastModel, Flags: []string{"--ttft", "0", "--itl", "0", "--jitter", "0", "--max-num-seqs", "1024"}},
+			{Group: "stream", Model: streamModel, Flags: []string{"--ttft", streamTTFT.String(), "--itl", streamITL.String(), "--jitter", "0", "--max-num-seqs", "1024"}},
+		}})
+	if err != nil {
+		return Result{}, fmt.Errorf("cluster: %w", err)
+	}
+	defer cl.Stop()
+	ng, err := nginx.Start(ctx, cfg.WorkDir, cfg.ServerCPUs, map[string]int{"fast": cl.EnginePort["fast"], "stream": cl.EnginePort["stream"]})
+	if err != nil {
+		return Result{}, fmt.Errorf("nginx: %w", err)
+	}
+	defer ng.Stop()
+
+	base := func(path, group string) string {
+		switch path {
+		case "direct":
+			return cl.EngineURL(group)
+		case "nginx":
+			return ng.URL(group)
+		}
+		return cl.RouterURL
+	}
+	const chat = "/v1/chat/completions"
+	small := []byte(`{"model":"` + fastModel + `","messages":[{"role":"user","content":"hi"}],"max_tokens":4}`)
+	// The padding is a field the engine ignores, placed before "model" as
+	// SDKs that serialise messages first do, so the router scans all of it.
+	big := []byte(`{"padding":"` + strings.Repeat("x", 1<<20) + `","model":"` + fastModel + `","messages":[{"role":"user","content":"hi"}],"max_tokens":4}`)
+	stream := []byte(fmt.Sprintf(`{"model":%q,"stream":true,"messages":[{"role":"user","content":"hi"}],"max_tokens":%d}`, streamModel, streamToks))
+
+	for _, p := range paths {
+		if err := check(ctx, base(p, "fast")+chat, small); err != nil {
+			return Result{}, fmt.Errorf("%s: %w", p, err)
+		}
+	}
+
+	type load struct {
+		name, file string
+		body       []byte
+		conns      int
+		small      bool
+	}
+	loads := []load{
+		{"small, 1 connection", "small", small, 1, true},
+		{fmt.Sprintf("small, %d connections", cfg.Conns), "small", small, cfg.Conns, true},
+		{"1 MiB body, 1 connection", "1mib", big, 1, false},
+		{"1 MiB body, 8 connections", "1mib", big, 8, false},
+	}
+	proxyPID := map[string]int{"nginx": ng.Proc.PID(), "router": cl.Router.PID()}
+	enginePID := cl.EnginePID("fast")
+	wres := map[string][]measured{} // load|path → rounds
+	sres := map[string][]sse.StreamResult{}
+	var commands []string
+	for round := range cfg.Rounds {
+		for _, l := range loads {
+			for _, p := range paths {
+				p0, e0 := cpu(proxyPID[p]), cpu(enginePID)
+				r, err := wrk.Run(ctx, cfg.WorkDir, wrk.Opts{URL: base(p, "fast") + chat, Body: l.body, Conns: l.conns,
+					Duration: cfg.Duration, MaxRequests: cfg.MaxRequests, CPUs: cfg.LoadCPUs, Name: l.file})
+				if err != nil {
+					return Result{}, fmt.Errorf("%s via %s: %w", l.name, p, err)
+				}
+				m := measured{Result: r, proxyCPU: cpu(proxyPID[p]) - p0, engineCPU: cpu(enginePID) - e0}
+				wres[l.name+"|"+p] = append(wres[l.name+"|"+p], m)
+				if round == 0 {
+					commands = append(commands, fmt.Sprintf("%-40s # %s, %s", r.Command, l.name, p))
+				}
+			}
+		}
+		for _, p := range paths {
+			r, err := sse.RunStreams(ctx, cfg.Self, cfg.LoadCPUs, sse.StreamOpts{URL: base(p, "stream") + chat, Body: stream,
+				Concurrency: cfg.StreamConcurrency, Count: 100000, Duration: cfg.Duration})
+			if err != nil {
+				return Result{}, fmt.Errorf("streams via %s: %w", p, err)
+			}
+			sres[p] = append(sres[p], r)
+		}
+	}
+
+	var res Result
+	var b strings.Builder
+	fmt.Fprintf(&b, "Engines: enginesim group `fast` (`--ttft 0 --itl 0 --jitter 0`, answers at once) and group `stream` "+
+		"(`--ttft %s --itl %s --jitter 0`, %d tokens), each started by a `mentatd agent` registered with one `mentatd daemon`; "+
+		"the router finds them through the daemon (`%s`). Nginx 1 worker, `proxy_pass` to an `upstream` block with `keepalive 256`, "+
+		"HTTP/1.1, `proxy_buffering off` (config below). %d round(s) of %s per measurement, paths interleaved; medians shown.\n\n",
+		streamTTFT, streamITL, streamToks, strings.Join(cl.RouterEnvUsed, " "), cfg.Rounds, cfg.Duration)
+	b.WriteString("Small request: `" + string(small) + "` (answer ≈ 0.6 KiB). 1 MiB request: the same with 1 MiB of padding in a field the engine ignores, placed before `model`.\n\n")
+
+	for _, l := range loads {
+		rows := [][]string{}
+		agg := map[string]agg{}
+		for _, p := range paths {
+			agg[p] = aggregate(wres[l.name+"|"+p])
+		}
+		d := agg["direct"]
+		for _, p := range paths {
+			a := agg[p]
+			proxy := "–"
+			if p != "direct" {
+				proxy = fmt.Sprintf("%.1f", a.proxyUS)
+			}
+			rows = append(rows, []string{p, fmt.Sprintf("%.0f%s", a.rps, a.bound), harness.Ms(a.p50), harness.Ms(a.p99),
+				fmt.Sprint(a.errors), harness.Ratio(a.rps, d.rps), harness.Ratio(float64(a.p50), float64(d.p50)),
+				signedMs(a.p50 - d.p50), proxy, fmt.Sprintf("%.1f", a.engineUS)})
+		}
+		fmt.Fprintf(&b, "**%s**\n\n%s\n", l.name, harness.Table([]string{"path", "req/s", "p50 ms", "p99 ms", "errors",
+			"req/s ÷ direct", "p50 ÷ direct", "added p50 ms", "proxy CPU µs/req", "engine CPU µs/req"}, rows, true))
+		if l.small && l.conns == 1 {
+			res.AddedP50 = agg["router"].p50 - d.p50
+			res.NginxAddedP50 = agg["nginx"].p50 - d.p50
+		}
+		if l.small && l.conns > 1 {
+			res.RouterVsNginx = agg["router"].rps / agg["nginx"].rps
+		}
+	}
+
+	rows := [][]string{}
+	sd := medianStreams(sres["direct"])
+	for _, p := range paths {
+		s := medianStreams(sres[p])
+		rows = append(rows, []string{p, fmt.Sprint(s.Streams), fmt.Sprint(s.Errors), harness.Ms(s.TTFF50), harness.Ms(s.TTFF99),
+			harness.Ratio(float64(s.TTFF50), float64(sd.TTFF50)), harness.Ms(s.Gap50), harness.Ms(s.Gap99), harness.Ms(s.GapMean),
+			harness.Ratio(float64(s.Gap50), float64(sd.Gap50)), fmt.Sprintf("%d / %d", s.Coalesced, s.Gaps), fmt.Sprintf("%d (%d differ)", s.Frames, s.FramesDiffer)})
+		if s.FirstError != "" {
+			fmt.Fprintf(&b, "First stream error via %s: `%s`\n\n", p, s.FirstError)
+		}
+	}
+	fmt.Fprintf(&b, "**streams, %d at once** (the engine sends the first frame after %s, then one every %s; a path that "+
+		"preserves timing shows the same TTFF and gaps as direct and no coalesced frames)\n\n%s\n",
+		cfg.StreamConcurrency, streamTTFT, streamITL, harness.Table([]string{"path", "streams", "errors", "TTFF p50 ms", "TTFF p99 ms", "TTFF p50 ÷ direct",
+			"gap p50 ms", "gap p99 ms", "gap mean ms", "gap p50 ÷ direct", "coalesced (gap < 1 ms)", "frames per stream"}, rows, true))
+
+	b.WriteString("CPU µs/req is the process's user+system CPU time over the run (from /proc, 10 ms ticks) divided by the requests answered: " +
+		"it says where a path's time goes when the shared core is the limit.\n\n")
+	b.WriteString("Commands (the streaming client is this benchmark's own binary run as `sse-client streams`, pinned the same way):\n\n```\n")
+	b.WriteString(strings.Join(commands, "\n"))
+	b.WriteString("\n```\n\n`small.lua` and `1mib.lua` (the body file differs; the budget is the run's request bound per thread):\n\n```lua\n" +
+		fmt.Sprintf(wrk.Script, "small.body", "", cfg.MaxRequests) + "```\n\nNginx configuration:\n\n```nginx\n" + ng.Config + "```\n")
+	res.Markdown = b.String()
+	return res, nil
+}
+
+// measured is one wrk run with the CPU the proxy and the engine used.
+type measured struct {
+	wrk.Result
+	proxyCPU, engineCPU time.Duration
+}
+
+func cpu(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	d, _ := harness.CPUTime(pid)
+	return d
+}
+
+type agg struct {
+	rps               float64
+	p50, p99          time.Duration
+	errors            int64
+	bound             string
+	proxyUS, engineUS float64
+}
+
+// aggregate takes the median of each figure over the rounds.
+func aggregate(rs []measured) agg {
+	var rps, p50, p99, pu, eu []float64
+	var a agg
+	for _, r := range rs {
+		rps = append(rps, r.RPS())
+		p50 = append(p50, float64(r.P50))
+		p99 = append(p99, float64(r.P99))
+		if r.Requests > 0 {
+			pu = append(pu, float64(r.proxyCPU.Microseconds())/float64(r.Requests))
+			eu = append(eu, float64(r.engineCPU.Microseconds())/float64(r.Requests))
+		}
+		a.errors += r.Errors + r.Status
+		if r.BudgetHit {
+			a.bound = " (≥, request budget hit)"
+		}
+	}
+	a.rps, a.p50, a.p99 = harness.Median(rps), time.Duration(harness.Median(p50)), time.Duration(harness.Median(p99))
+	a.proxyUS, a.engineUS = harness.Median(pu), harness.Median(eu)
+	return a
+}
+
+func medianStreams(rs []sse.StreamResult) sse.StreamResult {
+	if len(rs) == 0 {
+		return sse.StreamResult{}
+	}
+	m := rs[0]
+	med := func(f func(sse.StreamResult) time.Duration) time.Duration {
+		var xs []float64
+		for _, r := range rs {
+			xs = append(xs, float64(f(r)))
+		}
+		return time.Duration(harness.Median(xs))
+	}
+	m.TTFF50 = med(func(r sse.StreamResult) time.Duration { return r.TTFF50 })
+	m.TTFF99 = med(func(r sse.StreamResult) time.Duration { return r.TTFF99 })
+	m.Gap50 = med(func(r sse.StreamResult) time.Duration { return r.Gap50 })
+	m.Gap99 = med(func(r sse.StreamResult) time.Duration { return r.Gap99 })
+	m.GapMean = med(func(r sse.StreamResult) time.Duration { return r.GapMean })
+	for _, r := range rs[1:] {
+		m.Streams += r.Streams
+		m.Errors += r.Errors
+		m.Coalesced += r.Coalesced
+		m.Gaps += r.Gaps
+		m.FramesDiffer += r.FramesDiffer
+		if m.FirstError == "" {
+			m.FirstError = r.FirstError
+		}
+	}
+	return m
+}
+
+func signedMs(d time.Duration) string {
+	if d >= 0 {
+		return "+" + harness.Ms(d)
+	}
+	return "−" + harness.Ms(-d)
+}
