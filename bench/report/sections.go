@@ -30,6 +30,8 @@ func sections() []section {
 	return []section{
 		{"router", "Router vs Nginx vs direct", runRouter},
 		{"streams", "Memory per open stream", runIdle},
+		{"scale", "Router cost vs cluster size", runScale},
+		{"gateway", "Gateway vs direct to the model port", runGateway},
 		//SECTIONS
 	}
 }

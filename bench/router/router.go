@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fe64bb06/frontdoor/bench/internal/cluster"
+	"github.com/fe64bb06/frontdoor/bench/internal/compare"
 	"github.com/fe64bb06/frontdoor/bench/internal/harness"
 	"github.com/fe64bb06/frontdoor/bench/internal/nginx"
 	"github.com/fe64bb06/frontdoor/bench/internal/sse"
@@ -134,24 +135,26 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		{"1 MiB body, 1 connection", "1mib", big, 1, false},
 		{"1 MiB body, 8 connections", "1mib", big, 8, false},
 	}
-	proxyPID := map[string]int{"nginx": ng.Proc.PID(), "router": cl.Router.PID()}
-	enginePID := cl.EnginePID("fast")
-	wres := map[string][]measured{} // load|path → rounds
+	engine := compare.Proc{Label: "engine", PID: cl.EnginePID("fast")}
+	fast := map[string]compare.Path{
+		"direct": {Name: "direct", URL: base("direct", "fast") + chat, Procs: []compare.Proc{engine}},
+		"nginx":  {Name: "nginx", URL: base("nginx", "fast") + chat, Procs: []compare.Proc{{Label: "proxy", PID: ng.Proc.PID()}, engine}},
+		"router": {Name: "router", URL: base("router", "fast") + chat, Procs: []compare.Proc{{Label: "proxy", PID: cl.Router.PID()}, engine}},
+	}
+	wres := map[string][]compare.Measured{} // load|path → rounds
 	sres := map[string][]sse.StreamResult{}
 	var commands []string
 	for round := range cfg.Rounds {
 		for _, l := range loads {
 			for _, p := range paths {
-				p0, e0 := cpu(proxyPID[p]), cpu(enginePID)
-				r, err := wrk.Run(ctx, cfg.WorkDir, wrk.Opts{URL: base(p, "fast") + chat, Body: l.body, Conns: l.conns,
+				m, err := compare.Run(ctx, cfg.WorkDir, fast[p], wrk.Opts{Body: l.body, Conns: l.conns,
 					Duration: cfg.Duration, MaxRequests: cfg.MaxRequests, CPUs: cfg.LoadCPUs, Name: l.file})
 				if err != nil {
-					return Result{}, fmt.Errorf("%s via %s: %w", l.name, p, err)
+					return Result{}, fmt.Errorf("%s: %w", l.name, err)
 				}
-				m := measured{Result: r, proxyCPU: cpu(proxyPID[p]) - p0, engineCPU: cpu(enginePID) - e0}
 				wres[l.name+"|"+p] = append(wres[l.name+"|"+p], m)
 				if round == 0 {
-					commands = append(commands, fmt.Sprintf("%-40s # %s, %s", r.Command, l.name, p))
+					commands = append(commands, fmt.Sprintf("%s   # %s, %s", m.Command, l.name, p))
 				}
 			}
 		}
@@ -175,30 +178,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	b.WriteString("Small request: `" + string(small) + "` (answer ≈ 0.6 KiB). 1 MiB request: the same with 1 MiB of padding in a field the engine ignores, placed before `model`.\n\n")
 
 	for _, l := range loads {
-		rows := [][]string{}
-		agg := map[string]agg{}
+		aggs := map[string]compare.Agg{}
 		for _, p := range paths {
-			agg[p] = aggregate(wres[l.name+"|"+p])
+			aggs[p] = compare.Aggregate(wres[l.name+"|"+p])
 		}
-		d := agg["direct"]
-		for _, p := range paths {
-			a := agg[p]
-			proxy := "–"
-			if p != "direct" {
-				proxy = fmt.Sprintf("%.1f", a.proxyUS)
-			}
-			rows = append(rows, []string{p, fmt.Sprintf("%.0f%s", a.rps, a.bound), harness.Ms(a.p50), harness.Ms(a.p99),
-				fmt.Sprint(a.errors), harness.Ratio(a.rps, d.rps), harness.Ratio(float64(a.p50), float64(d.p50)),
-				signedMs(a.p50 - d.p50), proxy, fmt.Sprintf("%.1f", a.engineUS)})
-		}
-		fmt.Fprintf(&b, "**%s**\n\n%s\n", l.name, harness.Table([]string{"path", "req/s", "p50 ms", "p99 ms", "errors",
-			"req/s ÷ direct", "p50 ÷ direct", "added p50 ms", "proxy CPU µs/req", "engine CPU µs/req"}, rows, true))
+		fmt.Fprintf(&b, "**%s**\n\n%s\n", l.name, compare.Table(paths, aggs, []string{"proxy", "engine"}))
+		d := aggs["direct"]
 		if l.small && l.conns == 1 {
-			res.AddedP50 = agg["router"].p50 - d.p50
-			res.NginxAddedP50 = agg["nginx"].p50 - d.p50
+			res.AddedP50 = aggs["router"].P50 - d.P50
+			res.NginxAddedP50 = aggs["nginx"].P50 - d.P50
 		}
 		if l.small && l.conns > 1 {
-			res.RouterVsNginx = agg["router"].rps / agg["nginx"].rps
+			res.RouterVsNginx = aggs["router"].RPS / aggs["nginx"].RPS
 		}
 	}
 
@@ -218,58 +209,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		cfg.StreamConcurrency, streamTTFT, streamITL, harness.Table([]string{"path", "streams", "errors", "TTFF p50 ms", "TTFF p99 ms", "TTFF p50 ÷ direct",
 			"gap p50 ms", "gap p99 ms", "gap mean ms", "gap p50 ÷ direct", "coalesced (gap < 1 ms)", "frames per stream"}, rows, true))
 
-	b.WriteString("CPU µs/req is the process's user+system CPU time over the run (from /proc, 10 ms ticks) divided by the requests answered: " +
-		"it says where a path's time goes when the shared core is the limit.\n\n")
+	b.WriteString(compare.CPUNote + "\n")
 	b.WriteString("Commands (the streaming client is this benchmark's own binary run as `sse-client streams`, pinned the same way):\n\n```\n")
 	b.WriteString(strings.Join(commands, "\n"))
 	b.WriteString("\n```\n\n`small.lua` and `1mib.lua` (the body file differs; the budget is the run's request bound per thread):\n\n```lua\n" +
 		fmt.Sprintf(wrk.Script, "small.body", "", cfg.MaxRequests) + "```\n\nNginx configuration:\n\n```nginx\n" + ng.Config + "```\n")
 	res.Markdown = b.String()
 	return res, nil
-}
-
-// measured is one wrk run with the CPU the proxy and the engine used.
-type measured struct {
-	wrk.Result
-	proxyCPU, engineCPU time.Duration
-}
-
-func cpu(pid int) time.Duration {
-	if pid == 0 {
-		return 0
-	}
-	d, _ := harness.CPUTime(pid)
-	return d
-}
-
-type agg struct {
-	rps               float64
-	p50, p99          time.Duration
-	errors            int64
-	bound             string
-	proxyUS, engineUS float64
-}
-
-// aggregate takes the median of each figure over the rounds.
-func aggregate(rs []measured) agg {
-	var rps, p50, p99, pu, eu []float64
-	var a agg
-	for _, r := range rs {
-		rps = append(rps, r.RPS())
-		p50 = append(p50, float64(r.P50))
-		p99 = append(p99, float64(r.P99))
-		if r.Requests > 0 {
-			pu = append(pu, float64(r.proxyCPU.Microseconds())/float64(r.Requests))
-			eu = append(eu, float64(r.engineCPU.Microseconds())/float64(r.Requests))
-		}
-		a.errors += r.Errors + r.Status
-		if r.BudgetHit {
-			a.bound = " (≥, request budget hit)"
-		}
-	}
-	a.rps, a.p50, a.p99 = harness.Median(rps), time.Duration(harness.Median(p50)), time.Duration(harness.Median(p99))
-	a.proxyUS, a.engineUS = harness.Median(pu), harness.Median(eu)
-	return a
 }
 
 func medianStreams(rs []sse.StreamResult) sse.StreamResult {
@@ -300,11 +246,4 @@ func medianStreams(rs []sse.StreamResult) sse.StreamResult {
 		}
 	}
 	return m
-}
-
-func signedMs(d time.Duration) string {
-	if d >= 0 {
-		return "+" + harness.Ms(d)
-	}
-	return "−" + harness.Ms(-d)
 }
