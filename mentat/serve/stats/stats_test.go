@@ -368,7 +368,9 @@ func TestRequestRows(t *testing.T) {
 		}()
 		return done
 	}
+	// One after the other, so that a has the lower ID.
 	done1 := send(ctx1, "model=a", "12345")
+	waitFor("a's row", func(d Document) bool { return len(d.Requests) == 1 })
 	done2 := send(ctx2, "model=b&stream", "xy")
 
 	d := waitFor("two rows", func(d Document) bool { return len(d.Requests) == 2 })
