@@ -21,7 +21,7 @@ type node struct {
 	t    *testing.T
 	ns   string
 	tag  string // short per-process tag for interface names (15-byte limit)
-	oct  int    // third octet of the first subnet
+	oct  int    // third octet of the first subnet: 100–198 (test/faults/mentat uses 213)
 	link int    // links made so far
 }
 
@@ -43,7 +43,7 @@ func newNode(t *testing.T) *node {
 		t.Skip("network namespace test skipped: the ip command (iproute2) is not installed")
 	}
 	pid := os.Getpid()
-	n := &node{t: t, ns: fmt.Sprintf("fd-mentat-%d", pid), tag: fmt.Sprintf("fm%d", pid%100000), oct: 100 + pid%50*3}
+	n := &node{t: t, ns: fmt.Sprintf("fd-mentat-%d", pid), tag: fmt.Sprintf("fm%d", pid%100000), oct: 100 + pid%33*3}
 
 	// The blackhole first; remove it afterwards only if this test made it.
 	owned := false
