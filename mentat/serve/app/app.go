@@ -16,6 +16,8 @@ import (
 	"github.com/fe64bb06/frontdoor/mentat/serve/mcp"
 	"github.com/fe64bb06/frontdoor/mentat/serve/proxy"
 	"github.com/fe64bb06/frontdoor/mentat/serve/stats"
+	"github.com/fe64bb06/frontdoor/mentat/serve/tokens"
+	"github.com/fe64bb06/frontdoor/mentat/serve/ui"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -54,9 +56,12 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	scrapeClient := &http.Client{Timeout: cfg.ProbeTimeout, Transport: proxy.NewTransport()}
 	st := stats.New(routes, inflight{px.Inflight()}, scrapeClient, log)
 
-	srv.Handle("/", root(px, nil))
+	srv.Handle("/", root(px, ui.Handler(status)))
 	srv.Handle("/mcp", ep)
 	srv.Handle("GET /stats.json", st.Handler())
+	// The router owns this route: vLLM has none, and the engine's
+	// /v1/responses/{id} pattern would answer 405.
+	srv.Handle("POST /v1/responses/input_tokens", tokens.New(routes, cfg.MCPTimeout, &http.Client{Transport: proxy.NewTransport()}))
 	srv.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, log: log}, nil
 }

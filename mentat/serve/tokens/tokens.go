@@ -62,7 +62,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, ae.status, map[string]any{"error": map[string]any{"message": ae.message, "type": ae.typ, "code": ae.code}})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "response.input_tokens", "input_tokens": n})
+	// A struct keeps OpenAI's field order: object first.
+	writeJSON(w, http.StatusOK, struct {
+		Object      string `json:"object"`
+		InputTokens int    `json:"input_tokens"`
+	}{"response.input_tokens", n})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
