@@ -1,0 +1,112 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/logx"
+	"github.com/fe64bb06/frontdoor/mentat/serve"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// startApp runs the whole router on loopback with no daemons: every route
+// is mounted, nothing is routable.
+func startApp(t *testing.T) string {
+	t.Helper()
+	cfg := serve.DefaultConfig()
+	cfg.HTTPAddr, cfg.Daemons, cfg.AnnouncePort, cfg.AnnounceAddr = "127.0.0.1:0", []string{}, 0, ""
+	a, err := New(cfg, logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Server.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Error("router did not stop")
+		}
+	})
+	return "http://" + a.Server.Addr().String()
+}
+
+func get(t *testing.T, method, url, accept, body string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestRoutesAreMounted(t *testing.T) {
+	base := startApp(t)
+	resp, body := get(t, "GET", base+"/", "text/html,application/xhtml+xml", "")
+	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") || !strings.Contains(body, "stats.json") {
+		t.Fatalf("GET / for a browser: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	resp, body = get(t, "GET", base+"/", "", "")
+	var doc map[string]any
+	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &doc) != nil || doc["uptime_s"] == nil || doc["groups"] == nil {
+		t.Fatalf("GET / for a script: %d %s", resp.StatusCode, body)
+	}
+	for path, want := range map[string]string{
+		"/stats.json":  `"models"`,
+		"/status.json": `"uptime_s"`,
+		"/v1/models":   `"data"`,
+		"/healthz":     "ok",
+		"/metrics":     "mentat_serve_probes_total",
+	} {
+		if resp, body := get(t, "GET", base+path, "", ""); resp.StatusCode != 200 || !strings.Contains(body, want) {
+			t.Errorf("GET %s: %d %.200s", path, resp.StatusCode, body)
+		}
+	}
+	// POSTs route by model: nothing serves "m", so 404 listing what does.
+	if resp, body := get(t, "POST", base+"/v1/chat/completions", "", `{"model":"m"}`); resp.StatusCode != 404 || !strings.Contains(body, `"error"`) {
+		t.Errorf("POST unknown model: %d %s", resp.StatusCode, body)
+	}
+	// The router answers input_tokens itself, with the same refusals.
+	if resp, body := get(t, "POST", base+"/v1/responses/input_tokens", "", `{"model":"m","input":"hi"}`); resp.StatusCode != 404 || !strings.Contains(body, `"error"`) {
+		t.Errorf("POST input_tokens: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := get(t, "GET", base+"/nope", "", ""); resp.StatusCode != 404 || !strings.Contains(body, `"error"`) {
+		t.Errorf("GET /nope: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := get(t, "PUT", base+"/v1/chat/completions", "", ""); resp.StatusCode != 405 || resp.Header.Get("Allow") == "" || !strings.Contains(body, `"error"`) {
+		t.Errorf("PUT: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	// /mcp is the MCP endpoint, not the proxy: a foreign page is refused.
+	req, _ := http.NewRequest("POST", base+"/mcp", strings.NewReader(`{}`))
+	req.Header.Set("Origin", "https://evil.example")
+	req.Header.Set("Content-Type", "application/json")
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != 403 {
+		t.Errorf("/mcp with a foreign Origin: %d", r.StatusCode)
+	}
+}
