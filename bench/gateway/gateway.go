@@ -147,6 +147,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			res.AddedP50 = aggs["gateway"].P50 - aggs["direct"].P50
 		} else {
 			res.Throughput = aggs["gateway"].RPS / aggs["direct"].RPS
+			fmt.Fprintf(&b, "What limits throughput here: %s With a model this cheap, ≥ 90%% of direct on a shared core "+
+				"would need the gateway to cost under a ninth of the model server's CPU per request.\n\n",
+				compare.Limit("gateway", aggs["gateway"], "gateway", "model server", aggs["direct"]))
 		}
 	}
 	b.WriteString(compare.CPUNote + "\nCommands:\n\n```\n" + strings.Join(commands, "\n") + "\n```\n")

@@ -190,6 +190,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		if l.small && l.conns > 1 {
 			res.RouterVsNginx = aggs["router"].RPS / aggs["nginx"].RPS
+			fmt.Fprintf(&b, "What limits throughput here: %s %s\n\n", compare.Limit("router", aggs["router"], "proxy", "engine", d),
+				compare.Limit("Nginx", aggs["nginx"], "proxy", "engine", d))
 		}
 	}
 

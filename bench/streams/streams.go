@@ -131,8 +131,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		rows = append(rows, []string{"first error", "`" + r.FirstError + "`"})
 	}
 	b.WriteString(harness.Table([]string{"", ""}, rows, false))
-	b.WriteString("\nEach stream holds a client connection and an upstream connection in the router, each with its goroutines, " +
-		"buffers and the in-flight row of the status page; what a stream costs is dominated by those.\n")
+	b.WriteString("\nWhat a stream costs: a client connection and an upstream connection, each with its goroutines (see the count) and " +
+		"buffers. The router's upstream transport sets 32 KiB read and write buffers per connection (`copyBufSize` in " +
+		"mentat/serve/proxy/stream.go), which with the client connection's own buffers and the goroutine stacks accounts for most of it. " +
+		"No target was set in the issues.\n")
 	return Result{Markdown: b.String(), Opened: r.Opened, BytesPerStream: per}, nil
 }
 

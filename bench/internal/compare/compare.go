@@ -134,3 +134,15 @@ func SignedMs(d time.Duration) string {
 // CPUNote explains the CPU columns.
 const CPUNote = "CPU µs/req is a process's user+system CPU time over the run (from /proc/<pid>/stat, 10 ms ticks) divided by the " +
 	"requests answered: where a path's time goes when the shared core is the limit.\n"
+
+// Limit explains a proxied path's throughput on a shared core: the proxy
+// and the server behind it split one CPU, so the path can reach at most
+// server ÷ (proxy + server) of the direct path's requests per second.
+func Limit(name string, a Agg, proxy, server string, direct Agg) string {
+	p, s := a.CPUus[proxy], a.CPUus[server]
+	if p+s == 0 || direct.CPUus[server] == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s: %.1f µs of %s CPU beside %.1f µs of %s CPU per request, on one shared core, caps it near %.0f%% of direct "+
+		"(measured %.0f%%).", name, p, proxy, s, server, 100*direct.CPUus[server]/(p+s), 100*a.RPS/direct.RPS)
+}
