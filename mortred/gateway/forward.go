@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -35,10 +36,12 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 		return
 	}
 	var body io.Reader = http.NoBody
+	var in *eofReader
 	if r.Body != nil && r.ContentLength != 0 {
 		// Streams through: the limit is enforced while reading, so an
 		// undeclared length is cut at the limit instead of buffered.
-		body = http.MaxBytesReader(w, r.Body, g.cfg.MaxBody)
+		in = &eofReader{r: http.MaxBytesReader(w, r.Body, g.cfg.MaxBody)}
+		body = in
 	}
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+u.Addr+path, body)
 	if err != nil {
@@ -61,6 +64,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	}
 	resp, err := g.client.Do(out)
 	if err != nil {
+		in.abandon(w)
 		g.upstreamError(w, r, u, err)
 		return
 	}
@@ -73,6 +77,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	for _, k := range hopByHop {
 		h.Del(k)
 	}
+	in.abandon(w)
 	h.Set("X-Mortred-Model", u.ID)
 	if rewriteJobs {
 		g.writeJobAnswer(w, r, u, resp)
@@ -236,4 +241,34 @@ func trimErr(err error) string {
 		s = s[:300] + "…"
 	}
 	return s
+}
+
+// eofReader notes when the client's body has been read to its end. It is
+// read by the transport's goroutine and checked by the handler's.
+type eofReader struct {
+	r   io.Reader
+	eof atomic.Bool
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err == io.EOF {
+		e.eof.Store(true)
+	}
+	return n, err
+}
+
+// abandon runs once the model server has answered or failed. If the
+// client has not sent its whole body by then (the model's request deadline
+// cut a client trickling it, or the model refused it early), nothing will
+// read the rest: net/http would otherwise read it before sending the
+// answer, at whatever pace the client chooses. An expired read deadline
+// makes that read fail at once, so the answer goes out and the connection
+// closes.
+func (e *eofReader) abandon(w http.ResponseWriter) {
+	if e == nil || e.eof.Load() {
+		return
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	w.Header().Set("Connection", "close")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -210,16 +211,33 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, arrival time.Time
 		reject(w, envelope.StatusTooLarge, taskID("", r), arrival, tooLarge)
 		return
 	}
+	// The body must arrive within the request deadline. The HTTP server
+	// has no whole-request read timeout (it would also cut long answers),
+	// so without this a client trickling its body holds the connection
+	// for ever.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(arrival.Add(s.cfg.RunTimeout()))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
+		// The deadline stays: the server's discard of the unread rest then
+		// fails at once and the connection closes.
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &mbe):
 			reject(w, envelope.StatusTooLarge, taskID("", r), arrival, tooLarge)
-			return
+		case errors.As(err, &ne) && ne.Timeout():
+			w.Header().Set("Connection", "close")
+			reject(w, envelope.StatusJSONDecode, taskID("", r), arrival, fmt.Sprintf(
+				"the request body did not arrive within model_run_timeout (%d ms); send the whole body at once", s.cfg.ModelRunTimeout))
+		default:
+			reject(w, envelope.StatusJSONDecode, taskID("", r), arrival, "reading the request body failed: "+err.Error())
 		}
-		reject(w, envelope.StatusJSONDecode, taskID("", r), arrival, "reading the request body failed: "+err.Error())
 		return
 	}
+	// Lifted once the body is in: the server's background read during
+	// inference must not hit it and cancel the request's context.
+	_ = rc.SetReadDeadline(time.Time{})
 	p, rerr := envelope.Parse(body, envelope.Limits{MaxItems: s.cfg.MaxRequestItems, Params: s.models[0].ValidateParams})
 	if rerr != nil {
 		resp := envelope.New(rerr.Status, taskID("", r), rerr.Errors...)
