@@ -154,18 +154,27 @@ func (n *node) start(name string, env []string, argv ...string) *proc {
 // first, falls through to the second when the first link is cut from the
 // node's side, and takes the first back after PROBE_PROMOTE_S once the
 // link returns.
+//
+// Twice: once with the node's daemon reading its interfaces only at start,
+// so that the router's prober alone moves traffic (fall-through within one
+// probe round, logged probe_switched); once with the daemon re-reading them
+// every 0.3 s, so that the node also drops the cut address from its
+// ranking and brings it back, as a real node does.
 func TestNetnsCandidateRankingFallThroughAndPromotion(t *testing.T) {
+	t.Run("prober alone", func(t *testing.T) { netnsFallThrough(t, "3600", true) })
+	t.Run("node re-ranks too", func(t *testing.T) { netnsFallThrough(t, "0.3", false) })
+}
+
+func netnsFallThrough(t *testing.T, announceInterval string, proberAlone bool) {
 	n := newNode(t)
 	ifA, addrA := n.addLink()
 	ifB, addrB := n.addLink()
 	ifC, addrC := n.addRouted(fmt.Sprintf("10.231.%d.2", n.oct))
 
 	// The node ranks the routed address first; the router must still put
-	// the two on-link addresses ahead of it. The daemon reads its
-	// interfaces once (a long announce interval): what moves traffic here
-	// is the router's prober alone, not a change in the node's addresses.
+	// the two on-link addresses ahead of it.
 	n.start("daemon", baseEnv("MENTAT_HTTP_PORT=6380", "MENTAT_ANNOUNCE_IFACES="+ifC+","+ifA+","+ifB,
-		"MENTAT_ANNOUNCE_PORT=0", "MENTAT_ANNOUNCE_INTERVAL_S=3600", "MENTAT_AGENT_TIMEOUT_S=6"),
+		"MENTAT_ANNOUNCE_PORT=0", "MENTAT_ANNOUNCE_INTERVAL_S="+announceInterval, "MENTAT_AGENT_TIMEOUT_S=6"),
 		bin(t, "mentatd"), "daemon")
 	n.start("agent", baseEnv("MENTAT_DAEMON=127.0.0.1:6380", "MENTAT_GROUP=fab", "MENTAT_CONTAINER=fab",
 		"MENTAT_OPENAI_API=8000/v1", "MENTAT_MODEL_PROVIDER=vllm", "MENTAT_BIND_CHECK_S=0.2"),
@@ -195,7 +204,9 @@ func TestNetnsCandidateRankingFallThroughAndPromotion(t *testing.T) {
 		t.Fatalf("fab-1 left the route table while falling through: %s", gaps)
 	}
 	t.Logf("fell through to %s %v after the cut", url(addrB), time.Since(cut).Round(time.Millisecond))
-	r.waitOutput(`probe_switched .*from=` + url(addrA) + ` to=` + url(addrB))
+	if proberAlone {
+		r.waitOutput(`probe_switched .*from=` + url(addrA) + ` to=` + url(addrB))
+	}
 	r.chatOK(t, "fab-1")
 	if got := r.models(t); !slices.Equal(got, []string{"fab-1"}) {
 		t.Fatalf("/v1/models = %v while serving from link B", got)
