@@ -42,6 +42,12 @@ type probeGroup struct {
 
 	mu    sync.Mutex
 	cands []string
+	// cancelRound stops the round in flight. A round over a list that has
+	// since changed is thrown away anyway, and one stuck on a candidate the
+	// node no longer announces (a dead link: PROBE_TIMEOUT_S, twice with the
+	// fresh-connection retry) would otherwise hold the group unroutable
+	// until it gives up.
+	cancelRound context.CancelFunc
 	// inUse is the candidate live traffic uses ("" when none answers);
 	// since is when it took over, the clock promotion runs on.
 	inUse       string
@@ -111,6 +117,9 @@ func (p *prober) sync(cands map[string][]string) {
 			if g.inUse == "" {
 				g.result = probeResult{}
 			}
+			if g.cancelRound != nil {
+				g.cancelRound()
+			}
 		}
 		g.mu.Unlock()
 		if changed {
@@ -145,7 +154,12 @@ func (p *prober) run(ctx context.Context, g *probeGroup) {
 	t := time.NewTicker(p.interval)
 	defer t.Stop()
 	for {
-		p.round(ctx, g)
+		rctx, cancel := context.WithCancel(ctx)
+		g.mu.Lock()
+		g.cancelRound = cancel
+		g.mu.Unlock()
+		p.round(rctx, g)
+		cancel()
 		select {
 		case <-ctx.Done():
 			return

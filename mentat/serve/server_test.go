@@ -242,3 +242,32 @@ func TestProbeUnprobedAndStale(t *testing.T) {
 		return whyNot(g) == "endpoint probe failed: "+url+": no answer within 1.5s"
 	})
 }
+
+// A node that stops announcing the address a probe is stuck on (its link
+// went down) must not hold the group unroutable until PROBE_TIMEOUT_S runs
+// out: the changed list cancels the stuck round and the next candidate is
+// probed at once.
+func TestDroppedCandidateCancelsStuckProbe(t *testing.T) {
+	good := startEngine(t, "127.0.0.1:0", "m")
+	port := good.port()
+	stuck := serveEngine(t, listenSamePort(t, "127.0.0.2", port), "m")
+	stuck.mode.Store(engineHang)
+	d := newFakeDaemon(t, nodeSnap("127.0.0.1", []string{"127.0.0.2", "127.0.0.1"}, map[string]wire.Group{
+		"g": group("127.0.0.1", openai(port, ""), "running"),
+	}))
+	cfg := testConfig(d.addr())
+	cfg.ProbeTimeout = time.Minute // far beyond waitGroup's 20 s
+	cfg.ProbeFresh = 2 * time.Minute
+	r := startServer(t, cfg)
+	for end := time.Now().Add(20 * time.Second); stuck.hits.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the router never probed 127.0.0.2")
+		}
+	}
+
+	d.mu.Lock()
+	d.snap = nodeSnap("127.0.0.1", []string{"127.0.0.1"}, d.snap.Groups)
+	d.mu.Unlock()
+	second := fmt.Sprintf("http://127.0.0.1:%d/v1", port)
+	r.waitGroup(t, "g", "serving from the remaining candidate", func(g GroupStatus) bool { return g.Healthy && str(g.OpenAI) == second })
+}

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -198,7 +199,7 @@ func netnsFallThrough(t *testing.T, announceInterval string, proberAlone bool) {
 	// the router's packets die on the veth rather than leave the machine.
 	n.exec("ip", "link", "set", ifA, "down")
 	cut := time.Now()
-	watch := watchRoutable(r, "fab-1")
+	watch := watchRoutable(t, r, "fab-1")
 	r.waitGroup(t, "fab", "serving from link B", func(g groupStatus) bool { return g.Healthy && g.openai() == url(addrB) })
 	if gaps := watch(); gaps != "" {
 		t.Fatalf("fab-1 left the route table while falling through: %s", gaps)
@@ -220,10 +221,18 @@ func netnsFallThrough(t *testing.T, announceInterval string, proberAlone bool) {
 	r.chatOK(t, "fab-1")
 }
 
-// watchRoutable samples /v1/models until the returned stop is called and
-// reports every sample that did not list model.
-func watchRoutable(r *router, model string) (stop func() string) {
+// watchRoutable samples /v1/models every 20 ms until the returned stop is
+// called (or the test ends) and reports every sample that did not list
+// model.
+func watchRoutable(t *testing.T, r *router, model string) (stop func() string) {
 	done, result := make(chan struct{}), make(chan string, 1)
+	var once sync.Once
+	var gaps string
+	stop = func() string {
+		once.Do(func() { close(done); gaps = <-result })
+		return gaps
+	}
+	t.Cleanup(func() { stop() })
 	go func() {
 		var gaps []string
 		for {
@@ -245,9 +254,9 @@ func watchRoutable(r *router, model string) (stop func() string) {
 			case <-done:
 				result <- strings.Join(gaps, "; ")
 				return
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(20 * time.Millisecond):
 			}
 		}
 	}()
-	return func() string { close(done); return <-result }
+	return stop
 }
