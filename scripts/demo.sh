@@ -85,13 +85,18 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # ---- ports -----------------------------------------------------------------
+# Random picks stay below the kernel's ephemeral range, where the loopback
+# connections of whatever else runs here take their local ports; a port is
+# busy when any socket (listening or not) has it.
 TAKEN=" "
-port_busy() { ss -Hltun "( sport = :$1 )" 2>/dev/null | grep -q .; }
+read -r EPHEMERAL_LOW _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || EPHEMERAL_LOW=32768
+[ "$EPHEMERAL_LOW" -gt 12000 ] || EPHEMERAL_LOW=32768
+port_busy() { ss -Htuan "( sport = :$1 )" 2>/dev/null | grep -q .; }
 assign() { # VAR DEFAULT → VAR is a port nobody listens on (DEFAULT when free)
   local p=$2
   if [ "${DEMO_FREE_PORTS:-}" = 1 ] || port_busy "$p" || [[ $TAKEN == *" $p "* ]]; then
     while :; do
-      p=$((20000 + RANDOM % 30000))
+      p=$((10000 + RANDOM % (EPHEMERAL_LOW - 10000)))
       port_busy "$p" || [[ $TAKEN == *" $p "* ]] || break
     done
   fi
