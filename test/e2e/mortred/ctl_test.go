@@ -232,6 +232,33 @@ func testCtl(t *testing.T, sup *stack.Supervisor) {
 		}
 		golden(t, "error-unknown-id", normalise(sup, ctl(t, sup, nil, "start", "NOPE").stderr))
 	})
+	t.Run("init-trust", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "mortred.env")
+		r := ok(t, "init-trust", "--out", path)
+		st, err := os.Stat(path)
+		if err != nil || st.Mode().Perm() != 0o600 || !strings.Contains(r.stdout, "set -a; . ./"+path+"; set +a") {
+			t.Fatalf("%v %v %s", st, err, r)
+		}
+		data, _ := os.ReadFile(path)
+		tokens := map[string]bool{}
+		for _, name := range []string{"MORTRED_API_TOKEN", "MORTRED_METRICS_TOKEN", "MORTRED_AUTH_TOKEN"} {
+			m := regexp.MustCompile(`(?m)^` + name + `=(\S{40,})$`).FindStringSubmatch(string(data))
+			if m == nil || tokens[m[1]] {
+				t.Fatalf("%s missing or not distinct:\n%s", name, data)
+			}
+			tokens[m[1]] = true
+		}
+		if r := ctl(t, sup, nil, "init-trust", "--out", path); r.code != 1 || !strings.Contains(r.stderr, "exists; pass --force") {
+			t.Fatalf("overwrite without --force: %s", r)
+		}
+		if after, _ := os.ReadFile(path); !bytes.Equal(after, data) {
+			t.Fatal("the file changed without --force")
+		}
+		ok(t, "init-trust", "--out", path, "--force")
+		if after, _ := os.ReadFile(path); bytes.Equal(after, data) {
+			t.Fatal("--force kept the old tokens")
+		}
+	})
 	t.Run("lifecycle", func(t *testing.T) {
 		before := sup.WaitReady(t, "TM", 30*time.Second)
 		golden(t, "stop", normalise(sup, ok(t, "stop", "TM").stdout))

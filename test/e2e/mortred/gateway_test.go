@@ -253,7 +253,7 @@ type jobAnswer struct {
 }
 
 func testGatewayJobs(t *testing.T, g *gatewayRig) {
-	rep := g.do(t, stack.Req{URL: "/v1/models/TM/jobs", Token: gwToken, Body: stack.Envelope("job-1", `{"delay_ms":1500}`, stack.LightPNG)})
+	rep := g.do(t, stack.Req{URL: "/v1/models/TM/jobs", Token: gwToken, Body: stack.Envelope("job-1", `{"delay_ms":3000}`, stack.LightPNG)})
 	if rep.Code != 202 {
 		t.Fatalf("POST jobs: %s", rep)
 	}
@@ -279,7 +279,7 @@ func testGatewayJobs(t *testing.T, g *gatewayRig) {
 	start := time.Now()
 	rep = g.do(t, stack.Req{URL: j.PollURL + "/wait?timeout=1", Token: gwToken})
 	var st jobAnswer
-	if err := rep.JSON(&st); err != nil || rep.Code != 200 || st.State == "done" || time.Since(start) > 1400*time.Millisecond {
+	if err := rep.JSON(&st); err != nil || rep.Code != 200 || st.State == "done" || time.Since(start) > 2500*time.Millisecond {
 		t.Fatalf("wait?timeout=1 after %s: %s", time.Since(start), rep)
 	}
 	rep = g.do(t, stack.Req{URL: j.PollURL, Token: gwToken})
@@ -361,7 +361,7 @@ func testGatewayTokens(t *testing.T, g *gatewayRig) {
 			wantEnvelope(t, rep, 401, 401)
 		}
 	}
-	if rep := g.do(t, stack.Req{URL: "/metrics", Token: gwMetrics}); rep.Code != 200 || !bytes.Contains(rep.Body, []byte("mortred_gateway_requests_total")) {
+	if rep := g.do(t, stack.Req{URL: "/metrics", Token: gwMetrics}); rep.Code != 200 || !bytes.Contains(rep.Body, []byte("mortred_gateway_unauthorized_total")) {
 		t.Fatalf("metrics with the metrics token: %s", rep)
 	}
 	// A lowercase scheme is still a Bearer token.
