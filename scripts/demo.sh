@@ -235,6 +235,8 @@ for i in "${!LINES[@]}"; do
   printf '\n$ %s\n' "${LINES[i]}"
   prove "${LINES[i]}" "${CHECKS[i]}"
 done
+curl -sf -H 'accept: text/html' "$R/" | grep -qi '<html' \
+  || die "the status page at $R/ did not answer with HTML; see $LOGS/router.log"
 echo
 echo "Status page: $R/  (in a browser)"
 
