@@ -186,6 +186,8 @@ func TestGateway(t *testing.T) {
 		t.Run("Deadline68And504", func(t *testing.T) { t.Parallel(); testGatewayDeadline(t, rig) })
 		t.Run("Stopped503", func(t *testing.T) { t.Parallel(); testGatewayStopped(t, rig) })
 		t.Run("Reset502", func(t *testing.T) { t.Parallel(); testGatewayReset(t, rig) })
+		t.Run("ClientHangUp", func(t *testing.T) { t.Parallel(); testGatewayHangUp(t, rig) })
+		t.Run("StreamedBodyOverLimit", func(t *testing.T) { t.Parallel(); testGatewayChunkedLimit(t, rig) })
 	})
 	t.Run("Metrics", func(t *testing.T) {
 		rep := rig.do(t, stack.Req{URL: "/metrics", Token: gwMetrics})
@@ -513,4 +515,56 @@ func testGatewayReset(t *testing.T, g *gatewayRig) {
 			t.Fatalf("the truncated body parses as JSON: %q", rep.Body)
 		}
 	})
+}
+
+func testGatewayHangUp(t *testing.T, g *gatewayRig) {
+	// The client gives up while the model still works: counted as a hang-up,
+	// never as an upstream error.
+	req, _ := http.NewRequest("POST", g.url+"/v1/models/NOASYNC/infer", bytes.NewReader(stack.Envelope("gone", `{"delay_ms":2000}`, stack.DarkPNG)))
+	req.Header.Set("Authorization", "Bearer "+gwToken)
+	req.Header.Set("Content-Type", "application/json")
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	if resp, err := (&http.Client{Transport: tr, Timeout: 300 * time.Millisecond}).Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("answered %d before the model could", resp.StatusCode)
+	}
+	stack.Eventually(t, 30*time.Second, "hang-up counted", func() error {
+		rep := g.do(t, stack.Req{URL: "/metrics", Token: gwMetrics})
+		if !bytes.Contains(rep.Body, []byte(`mortred_gateway_client_closed_total{model="NOASYNC"} 1`)) {
+			return fmt.Errorf("not counted yet")
+		}
+		if bytes.Contains(rep.Body, []byte(`mortred_gateway_upstream_errors_total{kind="transport",model="NOASYNC"}`)) ||
+			bytes.Contains(rep.Body, []byte(`mortred_gateway_requests_total{model="NOASYNC",status="502"}`)) {
+			t.Fatalf("a hang-up was counted as an upstream failure:\n%s", rep.Body)
+		}
+		return nil
+	})
+}
+
+func testGatewayChunkedLimit(t *testing.T, g *gatewayRig) {
+	// No Content-Length: the limit (4 MB) is enforced while streaming to a
+	// model whose own limit (16 MB) is higher.
+	body := io.MultiReader(strings.NewReader(`{"req_id":"chunked","images":["`), io.LimitReader(neverEnding('A'), 5<<20), strings.NewReader(`"]}`))
+	req, _ := http.NewRequest("POST", g.url+"/v1/models/NOASYNC/infer", body)
+	req.Header.Set("Authorization", "Bearer "+gwToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := stack.Client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 413 || !bytes.Contains(data, []byte(`"status":61`)) {
+		t.Fatalf("%d %s", resp.StatusCode, data)
+	}
+}
+
+type neverEnding byte
+
+func (b neverEnding) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(b)
+	}
+	return len(p), nil
 }
