@@ -305,3 +305,31 @@ func TestNewRejectsBadSeed(t *testing.T) {
 	}
 	_ = fmt.Sprint()
 }
+
+// A new boot_id at the same address keeps the previous boot's snapshot
+// for three poll intervals; the same boot never does.
+func TestRestartKeepsPreviousBoot(t *testing.T) {
+	s := snapshotFor("127.0.0.1")
+	s.BootID = "b1"
+	s.Groups = map[string]wire.Group{"glm": {}}
+	d := newFakeDaemon(t, s)
+	m := startManager(t, Config{Seeds: []string{d.addr()}, PollInterval: time.Second})
+	eventually(t, "first read", func() bool { v, _ := view(m, d.addr()); return v.Snapshot != nil })
+	if v, _ := view(m, d.addr()); v.Previous != nil {
+		t.Fatal("previous boot set without a restart")
+	}
+	d.mu.Lock()
+	d.snap.BootID, d.snap.Groups = "b2", map[string]wire.Group{}
+	d.mu.Unlock()
+	d.send(t, 1) // the doorbell: re-read now
+	var v View
+	eventually(t, "new boot read", func() bool { v, _ = view(m, d.addr()); return v.Snapshot != nil && v.Snapshot.BootID == "b2" })
+	now := time.Now()
+	prev := v.Carried(now)
+	if prev == nil || prev.BootID != "b1" || len(prev.Groups) != 1 {
+		t.Fatalf("previous boot not carried: %+v", v.Previous)
+	}
+	if v.PreviousUntil.Sub(now) > 3*time.Second || v.Carried(now.Add(3*time.Second+time.Millisecond)) != nil {
+		t.Fatalf("carried beyond three poll intervals: until %s", v.PreviousUntil)
+	}
+}
