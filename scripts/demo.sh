@@ -226,7 +226,7 @@ prove() { # LINE MUST-CONTAIN
     printf '\ndemo: this line did not work as printed:\n%s\n--- its output:\n%s\n' "$1" "$out" >&2
     exit 1
   fi
-  printf '%s\n' "$out" | head -n 12 | cut -c1-200
+  printf '%s\n' "$out" | head -n 12 | cut -c1-200 || true # head may cut printf off
 }
 
 echo
@@ -235,7 +235,8 @@ for i in "${!LINES[@]}"; do
   printf '\n$ %s\n' "${LINES[i]}"
   prove "${LINES[i]}" "${CHECKS[i]}"
 done
-curl -sf -H 'accept: text/html' "$R/" | grep -qi '<html' \
+# (Read whole before matching: grep -q would cut curl off with SIGPIPE.)
+page=$(curl -sf -H 'accept: text/html' "$R/") && [[ ${page,,} == *"<html"* ]] \
   || die "the status page at $R/ did not answer with HTML; see $LOGS/router.log"
 echo
 echo "Status page: $R/  (in a browser)"
