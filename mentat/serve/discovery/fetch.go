@@ -90,8 +90,15 @@ func (g *Getter) Get(ctx context.Context, url string, timeout time.Duration, lim
 		return res, err
 	}
 	var se *StatusError
-	if errors.As(err, &se) {
+	var tl *TooLargeError
+	if errors.As(err, &se) || errors.As(err, &tl) {
 		return res, err // the server answered; a fresh connection would not change that
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// A closed idle connection fails at once; silence for a whole
+		// timeout is an endpoint not answering, and a second timeout would
+		// double the round that PROBE_FRESH_S is sized for.
+		return res, err
 	}
 	res, _, err = g.once(ctx, g.fresh, url, timeout, limit)
 	res.Retried = true

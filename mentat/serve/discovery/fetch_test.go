@@ -124,3 +124,48 @@ func TestGetterStatusAndLimit(t *testing.T) {
 		t.Fatalf("limit: %v", err)
 	}
 }
+
+// A reused connection that times out is not retried: only an endpoint that
+// drops an idle connection fails fast, and a retry after a timeout would
+// cost a second PROBE_TIMEOUT_S.
+func TestGetterNoRetryAfterTimeoutOnReusedConnection(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	release := make(chan struct{})
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		first := n == 1
+		mu.Unlock()
+		if !first {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		w.Write([]byte(`{"data":[]}`))
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	defer close(release)
+	g := NewGetter(0)
+	defer g.Close()
+	url := "http://" + ln.Addr().String() + "/v1/models"
+	if _, err := g.Get(context.Background(), url, 5*time.Second, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	r, err := g.Get(context.Background(), url, 200*time.Millisecond, 1<<20)
+	if err == nil || r.Retried || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("timeout on a reused connection: err=%v retried=%v", err, r.Retried)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n != 2 {
+		t.Fatalf("server saw %d requests, want 2", n)
+	}
+}
