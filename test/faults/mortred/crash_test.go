@@ -69,17 +69,23 @@ func TestModelServerKilledMidRequest(t *testing.T) {
 		if err := r.JSON(&env); err != nil || env.Status == 0 {
 			t.Fatalf("the 5xx is not an error envelope: %v %v", r, err)
 		}
-		// While the supervisor waits out the backoff nothing listens.
+		// While the supervisor waits out the backoff nothing listens: a new
+		// connection is refused (503 with Retry-After). A request that lands
+		// on a pooled connection the gateway has not yet seen die gets the
+		// reset as a 502 instead.
 		down, err := d.infer("CRASHY", stack.Envelope("down", "", stack.DarkPNG))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if since := time.Since(killed); since < backoff/2 {
-			if down.Code != http.StatusServiceUnavailable || down.Header.Get("Retry-After") == "" {
-				t.Fatalf("request %s after the kill: %s (Retry-After %q); want 503 with Retry-After", since, down, down.Header.Get("Retry-After"))
-			}
-		} else {
-			t.Logf("request %s after the kill (too late to be sure it met the backoff): %s", since, down)
+		since := time.Since(killed)
+		t.Logf("round %d: request %s after the kill: %s", round, since.Round(time.Millisecond), down)
+		switch {
+		case since >= backoff/2:
+			// Too late to be sure it met the backoff; a restarted server may answer.
+		case down.Code == http.StatusServiceUnavailable && down.Header.Get("Retry-After") == "":
+			t.Fatalf("503 without Retry-After: %s", down)
+		case down.Code != http.StatusServiceUnavailable && down.Code != http.StatusBadGateway:
+			t.Fatalf("request %s after the kill: %s; want 503 (or 502 on a stale pooled connection)", since, down)
 		}
 
 		st := d.WaitReady(t, "CRASHY", 60*time.Second)
