@@ -9,39 +9,64 @@ import (
 	"github.com/fe64bb06/frontdoor/mortred/model"
 )
 
-// inProcess is the limit: `workers` model instances (as many as the server
-// runs), each looped by one goroutine on Prepare + Run, with batches of
-// `batch` items, for d or maxCalls per worker, whichever ends first.
-func inProcess(name, kind, confPath, lib string, workers, batch int, img []byte, d time.Duration, maxCalls int) (*result, error) {
+// inProc is the limit: `workers` model instances built by the same factory,
+// from the same model TOML and with the same intra-op threads as the
+// server's (as many as its worker_nums), each looped by one goroutine on
+// Prepare + Run of `batch` items. Prepare decodes and resizes the PNG, as
+// the server's does for every item, so both paths pay the image decode; what
+// the loop leaves out is exactly the server's own work (HTTP, envelope,
+// base64, queue, response) and its clients'.
+type inProc struct {
+	insts []model.Model
+	batch int
+	img   []byte
+}
+
+func newInProc(kind, confPath, lib string, workers, threads, batch int, img []byte) (*inProc, error) {
 	f, err := model.Lookup(kind)
 	if err != nil {
 		return nil, err
 	}
-	insts := make([]model.Model, workers)
-	for i := range insts {
-		if insts[i], err = f(confPath, model.Options{ORTLib: lib, IntraOpThreads: 1}); err != nil {
+	p := &inProc{batch: batch, img: img}
+	for range workers {
+		m, err := f(confPath, model.Options{ORTLib: lib, IntraOpThreads: threads})
+		if err != nil {
+			p.close()
 			return nil, fmt.Errorf("%s: %w", confPath, err)
 		}
-		defer insts[i].Close()
+		p.insts = append(p.insts, m)
 	}
-	res := &result{name: name, perCall: batch}
+	return p, nil
+}
+
+func (p *inProc) close() {
+	for _, m := range p.insts {
+		_ = m.Close()
+	}
+}
+
+// run loops every instance for d or maxCalls calls each, whichever ends
+// first.
+func (p *inProc) run(name string, d time.Duration, maxCalls int) *result {
+	res := &result{name: name}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	cpu0 := selfCPU()
 	start := time.Now()
 	deadline := start.Add(d)
-	for _, m := range insts {
+	for _, m := range p.insts {
 		wg.Add(1)
 		go func(m model.Model) {
 			defer wg.Done()
 			var lat []time.Duration
 			items, errs := 0, 0
 			var firstErr error
+			in := make([]model.Input, p.batch)
 			for n := 0; n < maxCalls && time.Now().Before(deadline); n++ {
 				var err error
 				t0 := time.Now()
-				in := make([]model.Input, batch)
 				for k := range in {
-					if in[k], err = m.Prepare(img, nil); err != nil {
+					if in[k], err = m.Prepare(p.img, nil); err != nil {
 						break
 					}
 				}
@@ -71,5 +96,6 @@ func inProcess(name, kind, confPath, lib string, workers, batch int, img []byte,
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
-	return res, nil
+	res.cpuSelf = selfCPU() - cpu0
+	return res
 }

@@ -45,15 +45,20 @@ func main() {
 func run() error {
 	root := orttest.RepoRoot()
 	bin := flag.String("server", filepath.Join(root, "bin", "mortred-server"), "mortred-server binary (make build)")
-	d := flag.Duration("d", 10*time.Second, "duration of each scenario")
-	maxCalls := flag.Int("max-calls", 100000, "upper bound on calls per loop")
-	clients := flag.Int("clients", 8, "concurrent HTTP clients (enough to saturate the server)")
+	d := flag.Duration("d", 10*time.Second, "measured time of each path per scenario, split over -rounds")
+	rounds := flag.Int("rounds", 5, "segments per path and scenario, in-process and HTTP alternating, so that both see the same machine load")
+	maxCalls := flag.Int("max-calls", 100000, "upper bound on calls per loop and segment")
+	clients := flag.Int("clients", 8, "concurrent HTTP clients with batching off; with batching on at least 2 × workers × batch, so a full batch waits whenever a worker frees")
 	batch := flag.Int("batch", 8, "batch size when batching is on")
-	workers := flag.Int("workers", 2, "model instances in-process (the server's worker_nums)")
+	workers := flag.Int("workers", 2, "model instances: in-process, and the server's worker_nums")
+	threads := flag.Int("threads", 1, "ONNX Runtime intra-op threads per session: in-process, and the server's intra_op_threads")
 	which := flag.String("models", "cls,rec", "comma-separated: cls, rec")
 	skipHTTP := flag.Bool("skip-http", false, "only the in-process limit")
 	out := flag.String("out", filepath.Join(root, "bench", "out", "ppocr.md"), "Markdown report file")
 	flag.Parse()
+	if *rounds < 1 || *d <= 0 || *workers < 1 || *threads < 1 || *batch < 1 || *clients < 1 {
+		return fmt.Errorf("-d, -rounds, -workers, -threads, -batch and -clients must be positive")
+	}
 
 	lib, err := ort.ResolveLib(orttest.LibPath())
 	if err != nil {
@@ -70,8 +75,11 @@ func run() error {
 	}
 	defer os.RemoveAll(tmp)
 
+	load0 := loadAvg()
+	seg := *d / time.Duration(*rounds)
+	warm := min(time.Second, max(seg/2, 200*time.Millisecond))
 	var rep strings.Builder
-	fmt.Fprintf(&rep, "| model | batching | path | items/s | p50 ms | p99 ms | errors | server / in-process |\n|---|---|---|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&rep, "| model | batching | path | items/s | p50 ms | p99 ms | errors | server / in-process | per round | CPU ms/item |\n|---|---|---|---:|---:|---:|---:|---:|---|---:|\n")
 	for _, key := range strings.Split(*which, ",") {
 		tg, ok := targets[strings.TrimSpace(key)]
 		if !ok {
@@ -80,39 +88,31 @@ func run() error {
 		modelConf := filepath.Join(root, tg.modelConf)
 		for _, b := range []int{1, *batch} {
 			mode := "off"
-			if b > 1 {
-				mode = fmt.Sprintf("on (%d)", b)
-			}
-			fmt.Fprintf(os.Stderr, "%s batch %d: in-process...\n", tg.id, b)
-			lim, err := inProcess(tg.id, tg.kind, modelConf, lib, *workers, b, img, *d, *maxCalls)
-			if err != nil {
-				return err
-			}
-			row(&rep, tg.id, mode, "in-process", lim, "")
-			if *skipHTTP {
-				continue
-			}
-			fmt.Fprintf(os.Stderr, "%s batch %d: HTTP...\n", tg.id, b)
-			srv, err := startServer(*bin, filepath.Join(root, tg.serverConf), modelConf, lib, b, tmp)
-			if err != nil {
-				return fmt.Errorf("%s: %w", tg.id, err)
-			}
-			url := srv.base + serverURI(filepath.Join(root, tg.serverConf))
 			c := *clients
 			if b > 1 {
-				c = max(c, 2*b)
+				mode = fmt.Sprintf("on (%d)", b)
+				c = max(c, 2**workers*b)
 			}
-			h := overHTTP(tg.id, url, c, img, *d, *maxCalls)
-			srv.stop()
-			row(&rep, tg.id, mode, fmt.Sprintf("HTTP (%d clients)", c), h, fmt.Sprintf("%.0f %%", 100*h.throughput()/lim.throughput()))
+			if err := scenario(&rep, tg, mode, modelConf, lib, *bin, root, tmp, img, b, c, *workers, *threads, *rounds, seg, warm, *maxCalls, *skipHTTP); err != nil {
+				return err
+			}
 		}
 	}
 	head := fmt.Sprintf("## PP-OCR: model server vs in-process loop\n\n"+
-		"%s, %d CPUs, ONNX Runtime %s, intra-op threads 1, %d workers (in-process instances = server worker_nums), "+
-		"%s per scenario, one %q line image (PNG) per item; HTTP requests carry one image each. "+
+		"%s, %d CPUs, ONNX Runtime %s, intra-op threads %d, %d workers (in-process instances = server worker_nums), "+
+		"%s per path and scenario in %d rounds (in-process and HTTP alternating, after %s of warm-up each), "+
+		"one %q line image (PNG, %d bytes) per item; HTTP requests carry one image each over keep-alive connections. "+
+		"Load average (1, 5, 15 min) before: %s, after: %s. "+
 		"Target: the server at saturation reaches ≥ 90 %% of the in-process items/s.\n\n",
-		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), ort.Version(), *workers, *d, textimg.TextHello)
-	report := head + rep.String()
+		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), ort.Version(), *threads, *workers,
+		*d, *rounds, warm, textimg.TextHello, len(img), load0, loadAvg())
+	notes := "\nBoth paths run the same model instances' code: the loop's instances are built by the same factory from the same model TOML " +
+		"with the same intra-op threads, as many as the server's worker_nums, and each loop goroutine runs Prepare (PNG decode and resize, " +
+		"as the server does per item) then Run, so both paths decode the image. The server adds HTTP, the JSON envelope, base64, the queue " +
+		"and the answer; its clients (pre-built request bytes, keep-alive, a minimal HTTP/1.1 reader) run in this process on the same cores. " +
+		"Items/s and the ratio are over all rounds; \"per round\" is the lowest and highest round ratio. CPU ms/item is user+system " +
+		"time per item: in-process, this process; HTTP, the server plus its clients.\n"
+	report := head + rep.String() + notes
 	fmt.Print(report)
 	if *out != "" {
 		if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
@@ -123,8 +123,71 @@ func run() error {
 	return nil
 }
 
-func row(w *strings.Builder, id, mode, path string, r *result, ratio string) {
-	fmt.Fprintf(w, "| %s | %s | %s | %.1f | %s | %s | %d | %s |\n", id, mode, path, r.throughput(), ms(r.pct(0.5)), ms(r.pct(0.99)), r.errors, ratio)
+// scenario measures one model and batch size: the in-process loop and the
+// server, alternating segments of seg each.
+func scenario(rep *strings.Builder, tg target, mode, modelConf, lib, bin, root, tmp string, img []byte,
+	b, clients, workers, threads, rounds int, seg, warm time.Duration, maxCalls int, skipHTTP bool) error {
+	fmt.Fprintf(os.Stderr, "%s batching %s: loading...\n", tg.id, mode)
+	lim, err := newInProc(tg.kind, modelConf, lib, workers, threads, b, img)
+	if err != nil {
+		return err
+	}
+	defer lim.close()
+	var srv *server
+	var load *httpLoad
+	if !skipHTTP {
+		if srv, err = startServer(bin, filepath.Join(root, tg.serverConf), modelConf, lib, b, workers, threads, tmp); err != nil {
+			return fmt.Errorf("%s: %w", tg.id, err)
+		}
+		defer srv.stop()
+		load = newHTTPLoad(srv.addr, serverURI(filepath.Join(root, tg.serverConf)), clients, img)
+		defer load.close()
+	}
+	// Warm-up: connections, ONNX Runtime's arena for the batch shapes, the
+	// batcher's steady state.
+	lim.run(tg.id, warm, maxCalls)
+	if load != nil {
+		load.run(tg.id, warm, maxCalls, srv.pid())
+	}
+	inSum, httpSum := &result{}, &result{}
+	lo, hi := 1e9, 0.0
+	for r := range rounds {
+		in := lim.run(tg.id, seg, maxCalls)
+		inSum.add(in)
+		if load == nil {
+			continue
+		}
+		h := load.run(tg.id, seg, maxCalls, srv.pid())
+		httpSum.add(h)
+		ratio := 100 * h.throughput() / in.throughput()
+		lo, hi = min(lo, ratio), max(hi, ratio)
+		fmt.Fprintf(os.Stderr, "%s batching %s round %d: in-process %.1f items/s, HTTP %.1f items/s (%.0f %%), load %s\n",
+			tg.id, mode, r+1, in.throughput(), h.throughput(), ratio, loadAvg())
+	}
+	row(rep, tg.id, mode, "in-process", inSum, "", "", fmt.Sprintf("%.2f", cpuPerItem(inSum.cpuSelf, inSum.items)))
+	if load != nil {
+		row(rep, tg.id, mode, fmt.Sprintf("HTTP (%d clients)", clients), httpSum,
+			fmt.Sprintf("%.0f %%", 100*httpSum.throughput()/inSum.throughput()), fmt.Sprintf("%.0f–%.0f %%", lo, hi),
+			fmt.Sprintf("%.2f + %.2f", cpuPerItem(httpSum.cpuServer, httpSum.items), cpuPerItem(httpSum.cpuSelf, httpSum.items)))
+	}
+	return nil
+}
+
+// loadAvg is /proc/loadavg's three averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func row(w *strings.Builder, id, mode, path string, r *result, ratio, rounds, cpu string) {
+	fmt.Fprintf(w, "| %s | %s | %s | %.1f | %s | %s | %d | %s | %s | %s |\n", id, mode, path, r.throughput(), ms(r.pct(0.5)), ms(r.pct(0.99)), r.errors, ratio, rounds, cpu)
 	if r.firstErr != nil {
 		fmt.Fprintf(os.Stderr, "%s %s: first error: %v\n", id, path, r.firstErr)
 	}
