@@ -26,23 +26,36 @@ var hopByHop = []string{
 	"Upgrade",
 }
 
+// userAgent is shared by every upstream request; the transport only
+// reads it.
+var userAgent = []string{"mentatd-serve"}
+
 // upstreamHeader builds the header of the upstream request from the
 // client's.
 func upstreamHeader(in http.Header) http.Header {
 	out := make(http.Header, len(forwarded)+1)
+	fillUpstreamHeader(out, in)
+	return out
+}
+
+// fillUpstreamHeader adds to out what an engine gets from in. The value
+// slices are shared with the client's request, which nothing modifies
+// while the upstream request is written.
+func fillUpstreamHeader(out, in http.Header) {
 	for _, k := range forwarded {
-		if v := in.Values(k); len(v) > 0 {
-			out[k] = append([]string(nil), v...)
+		if v := in[k]; len(v) > 0 {
+			out[k] = v
 		}
 	}
 	// An explicit value stops the transport adding Go-http-client.
-	out["User-Agent"] = []string{"mentatd-serve"}
-	return out
+	out["User-Agent"] = userAgent
 }
 
 // copyResponseHeader copies an upstream response header to the client's,
 // without hop-by-hop headers (including those the upstream named in
-// Connection).
+// Connection). The values are copied into one backing array (one
+// allocation, not one per header); each key's slice is capped so an
+// append to it cannot run into the next key's values.
 func copyResponseHeader(dst, src http.Header) {
 	var named []string
 	for _, v := range src["Connection"] {
@@ -52,6 +65,11 @@ func copyResponseHeader(dst, src http.Header) {
 			}
 		}
 	}
+	n := 0
+	for _, vv := range src {
+		n += len(vv)
+	}
+	vals := make([]string, 0, n)
 outer:
 	for k, vv := range src {
 		for _, h := range hopByHop {
@@ -64,7 +82,9 @@ outer:
 				continue outer
 			}
 		}
-		dst[k] = append(dst[k][:0:0], vv...)
+		i := len(vals)
+		vals = append(vals, vv...)
+		dst[k] = vals[i:len(vals):len(vals)]
 	}
 }
 

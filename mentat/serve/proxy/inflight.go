@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,22 +10,27 @@ import (
 // for the status page. A row is added once a request has been routed and
 // removed when its handler returns, whatever the outcome (including a
 // client that hung up). Safe for concurrent use.
+//
+// Rows form a doubly linked list in arrival order: adding and removing is
+// a few pointer writes under the lock (no hashing, no allocation besides
+// the row), and a snapshot is already sorted by ID.
 type Inflight struct {
-	mu       sync.Mutex
-	next     uint64
-	rows     map[uint64]*flight
-	perModel map[string]int
+	mu         sync.Mutex
+	next       uint64
+	n          int
+	head, tail *flight
 }
 
 // flight is one live row; the hot counters are atomics so the copy loop
 // never takes the registry lock.
 type flight struct {
-	id        uint64
-	model     string
-	group     string
-	start     time.Time
-	bodyBytes int64
-	stream    atomic.Bool
+	prev, next *flight // guarded by Inflight.mu
+	id         uint64
+	model      string
+	group      string
+	start      time.Time
+	bodyBytes  int64
+	stream     atomic.Bool
 	// firstByte is nanoseconds from start to the first upstream byte; 0
 	// until it arrives.
 	firstByte atomic.Int64
@@ -53,9 +57,7 @@ type Request struct {
 	OutBytes int64
 }
 
-func newInflight() *Inflight {
-	return &Inflight{rows: map[uint64]*flight{}, perModel: map[string]int{}}
-}
+func newInflight() *Inflight { return &Inflight{} }
 
 func (in *Inflight) add(model, group string, bodyBytes int64, stream bool, start time.Time) *flight {
 	f := &flight{model: model, group: group, start: start, bodyBytes: bodyBytes}
@@ -63,26 +65,40 @@ func (in *Inflight) add(model, group string, bodyBytes int64, stream bool, start
 	in.mu.Lock()
 	in.next++
 	f.id = in.next
-	in.rows[f.id] = f
-	in.perModel[model]++
+	f.prev = in.tail
+	if in.tail != nil {
+		in.tail.next = f
+	} else {
+		in.head = f
+	}
+	in.tail = f
+	in.n++
 	in.mu.Unlock()
 	return f
 }
 
 func (in *Inflight) remove(f *flight) {
 	in.mu.Lock()
-	delete(in.rows, f.id)
-	if in.perModel[f.model]--; in.perModel[f.model] <= 0 {
-		delete(in.perModel, f.model)
+	if f.prev != nil {
+		f.prev.next = f.next
+	} else {
+		in.head = f.next
 	}
+	if f.next != nil {
+		f.next.prev = f.prev
+	} else {
+		in.tail = f.prev
+	}
+	f.prev, f.next = nil, nil
+	in.n--
 	in.mu.Unlock()
 }
 
 // Snapshot returns a copy of every row, oldest first. The caller owns it.
 func (in *Inflight) Snapshot() []Request {
 	in.mu.Lock()
-	out := make([]Request, 0, len(in.rows))
-	for _, f := range in.rows {
+	out := make([]Request, 0, in.n)
+	for f := in.head; f != nil; f = f.next {
 		r := Request{ID: f.id, Model: f.model, Group: f.group, Start: f.start,
 			BodyBytes: f.bodyBytes, Stream: f.stream.Load(), OutBytes: f.outBytes.Load()}
 		if d := f.firstByte.Load(); d > 0 {
@@ -91,7 +107,6 @@ func (in *Inflight) Snapshot() []Request {
 		out = append(out, r)
 	}
 	in.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
@@ -101,9 +116,9 @@ func (in *Inflight) Snapshot() []Request {
 func (in *Inflight) Counts() map[string]int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	out := make(map[string]int, len(in.perModel))
-	for m, n := range in.perModel {
-		out[m] = n
+	out := map[string]int{}
+	for f := in.head; f != nil; f = f.next {
+		out[f.model]++
 	}
 	return out
 }
@@ -112,5 +127,5 @@ func (in *Inflight) Counts() map[string]int {
 func (in *Inflight) Len() int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return len(in.rows)
+	return in.n
 }

@@ -3,6 +3,8 @@ package proxy
 import (
 	"errors"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -14,6 +16,40 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	ttfb     *prometheus.HistogramVec
 	inflight *prometheus.GaugeVec
+
+	// byModel caches each model's children: a WithLabelValues lookup
+	// hashes the labels and takes the vector's lock, four times a request.
+	// Readers load the map without a lock; a new model copies it.
+	byModel atomic.Pointer[map[string]*modelMetrics]
+	mu      sync.Mutex
+}
+
+// modelMetrics are one model's metric children, each created on first
+// use (as WithLabelValues would), so no series appears before it has a
+// value to show.
+type modelMetrics struct {
+	m        *metrics
+	model    string
+	inflight lazy[prometheus.Gauge]
+	ttfb     lazy[prometheus.Observer]
+	codes    sync.Map // int → prometheus.Counter
+}
+
+// lazy holds a metric child once made; racing makers store the same
+// child, which the vector returns for the same labels.
+type lazy[T any] struct{ p atomic.Pointer[T] }
+
+func (l *lazy[T]) load() (T, bool) {
+	if v := l.p.Load(); v != nil {
+		return *v, true
+	}
+	var zero T
+	return zero, false
+}
+
+func (l *lazy[T]) store(v T) T {
+	l.p.Store(&v)
+	return v
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -56,6 +92,54 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	return c
 }
 
-func (m *metrics) done(model string, code int) {
-	m.requests.WithLabelValues(model, strconv.Itoa(code)).Inc()
+// model returns the children for one label value, creating them once.
+// Label values are only names a group serves (or ""), so the cache is
+// bounded like the vectors themselves.
+func (m *metrics) model(name string) *modelMetrics {
+	if mp := m.byModel.Load(); mp != nil {
+		if mm := (*mp)[name]; mm != nil {
+			return mm
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := m.byModel.Load()
+	if old != nil {
+		if mm := (*old)[name]; mm != nil {
+			return mm
+		}
+	}
+	mm := &modelMetrics{m: m, model: name}
+	next := make(map[string]*modelMetrics, 1)
+	if old != nil {
+		for k, v := range *old {
+			next[k] = v
+		}
+	}
+	next[name] = mm
+	m.byModel.Store(&next)
+	return mm
+}
+
+func (mm *modelMetrics) gauge() prometheus.Gauge {
+	if g, ok := mm.inflight.load(); ok {
+		return g
+	}
+	return mm.inflight.store(mm.m.inflight.WithLabelValues(mm.model))
+}
+
+func (mm *modelMetrics) firstByte() prometheus.Observer {
+	if o, ok := mm.ttfb.load(); ok {
+		return o
+	}
+	return mm.ttfb.store(mm.m.ttfb.WithLabelValues(mm.model))
+}
+
+func (mm *modelMetrics) done(code int) {
+	if c, ok := mm.codes.Load(code); ok {
+		c.(prometheus.Counter).Inc()
+		return
+	}
+	c, _ := mm.codes.LoadOrStore(code, mm.m.requests.WithLabelValues(mm.model, strconv.Itoa(code)))
+	c.(prometheus.Counter).Inc()
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
+	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -52,6 +54,11 @@ func ExtractModel(contentType string, body []byte) (string, error) {
 }
 
 func extract(contentType string, body []byte) (fields, error) {
+	if !maybeMultipart(contentType) {
+		// Not worth parsing (and allocating parameters for): whatever
+		// it says, the body is tried as JSON below.
+		return scanJSON(body)
+	}
 	mt, params, err := mime.ParseMediaType(contentType)
 	if err == nil && mt == "multipart/form-data" {
 		b := params["boundary"]
@@ -63,6 +70,16 @@ func extract(contentType string, body []byte) (fields, error) {
 	// Anything else is tried as JSON: curl -d sends JSON labelled
 	// application/x-www-form-urlencoded, and engines accept it.
 	return scanJSON(body)
+}
+
+// maybeMultipart reports whether a Content-Type can parse as
+// multipart/form-data: its media type, after leading white space, starts
+// with "multipart/" in any case (mime.ParseMediaType trims and lowers
+// the same way, so a false here is never a multipart body).
+func maybeMultipart(ct string) bool {
+	ct = strings.TrimLeftFunc(ct, unicode.IsSpace)
+	const prefix = "multipart/"
+	return len(ct) >= len(prefix) && strings.EqualFold(ct[:len(prefix)], prefix)
 }
 
 // checkModel validates a decoded model name.

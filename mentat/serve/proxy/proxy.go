@@ -100,8 +100,10 @@ type Proxy struct {
 	cfg       Config
 	log       *slog.Logger
 	transport http.RoundTripper
-	inflight  *Inflight
-	m         *metrics
+	// h1 sends to plain-HTTP engines when no Transport was configured.
+	h1       *h1Client
+	inflight *Inflight
+	m        *metrics
 }
 
 // New returns a proxy reading routes from src. Metrics are registered on
@@ -116,6 +118,7 @@ func New(src routes.Source, cfg Config, logger *slog.Logger, reg prometheus.Regi
 		inflight: newInflight(), m: newMetrics(reg)}
 	if p.transport == nil {
 		p.transport = NewTransport()
+		p.h1 = newH1Client()
 	}
 	return p
 }
@@ -126,6 +129,9 @@ func (p *Proxy) Inflight() *Inflight { return p.inflight }
 // Close drops idle upstream connections. Requests still running are not
 // affected; the proxy stays usable.
 func (p *Proxy) Close() {
+	if p.h1 != nil {
+		p.h1.closeIdle()
+	}
 	if c, ok := p.transport.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
@@ -141,6 +147,8 @@ type exchange struct {
 	target  *url.URL
 	timeout time.Duration
 	flight  *flight
+	// mm is the model's metrics, set with flight.
+	mm *modelMetrics
 	// headersOut is set once the upstream status line went to the client;
 	// after that an error can only cut the response.
 	headersOut bool
@@ -199,7 +207,8 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte, stream bool) error {
 	// The clock starts when the request goes upstream: a slow upload is
 	// not generation time.
-	deadline := time.Now().Add(p.cfg.Timeout)
+	sent := time.Now()
+	deadline := sent.Add(p.cfg.Timeout)
 	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	defer cancel()
 
@@ -215,20 +224,17 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 	_ = rc.SetWriteDeadline(deadline.Add(time.Second))
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 
-	// bytes.Reader gives the request a GetBody, so the transport can
-	// resend a request it never wrote on a stale pooled connection.
-	up, err := http.NewRequestWithContext(ctx, http.MethodPost, x.target.String(), bytes.NewReader(body))
-	if err != nil {
-		return &Error{Status: http.StatusBadGateway, Code: "upstream_error",
-			Message: fmt.Sprintf("cannot build a request for group %q at %s", x.route.Group, x.target.Redacted()), Cause: err}
-	}
-	up.Header = upstreamHeader(r.Header)
-
 	x.flight = p.inflight.add(x.model, x.route.Group, int64(len(body)), stream, x.start)
-	p.m.inflight.WithLabelValues(x.model).Inc()
+	x.mm = p.m.model(x.model)
+	x.mm.gauge().Inc()
 
-	sent := time.Now()
-	resp, err := p.transport.RoundTrip(up)
+	var resp *http.Response
+	var err error
+	if p.h1 != nil && p.h1.handles(x.target) {
+		resp, err = p.h1.roundTrip(ctx, x.target, r.Header, body)
+	} else {
+		resp, err = p.transport.RoundTrip(upstreamRequest(ctx, x.target, body, r.Header))
+	}
 	if err != nil {
 		return classifyUpstream(err, r.Context(), ctx, x)
 	}
@@ -253,11 +259,11 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 			return p.afterHeaders(r, ctx, errClientGone)
 		}
 	}
-	fl := x.flight
+	fl, mm := x.flight, x.mm
 	first := func() {
-		d := time.Since(fl.start)
-		fl.firstByte.Store(max(int64(d), 1))
-		p.m.ttfb.WithLabelValues(x.model).Observe(time.Since(sent).Seconds())
+		now := time.Now()
+		fl.firstByte.Store(max(int64(now.Sub(fl.start)), 1))
+		mm.firstByte().Observe(now.Sub(sent).Seconds())
 	}
 	wrote := func(n int) { fl.outBytes.Add(int64(n)) }
 	readErr, writeErr := relay(w, flushFn, resp.Body, first, wrote)
@@ -390,13 +396,51 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, x *exchange, err er
 func (p *Proxy) finish(r *http.Request, x *exchange) {
 	if x.flight != nil {
 		p.inflight.remove(x.flight)
-		p.m.inflight.WithLabelValues(x.model).Dec()
+		x.mm.gauge().Dec()
 	}
 	if x.code == 0 {
 		x.code = http.StatusOK
 	}
-	p.m.done(x.model, x.code)
-	p.log.Debug("proxy_request", "model", x.model, "path", r.URL.Path, "status", x.code, "elapsed", time.Since(x.start))
+	mm := x.mm
+	if mm == nil {
+		mm = p.m.model(x.model)
+	}
+	mm.done(x.code)
+	// Checked first: building the arguments costs allocations even when
+	// the line is dropped.
+	if p.log.Enabled(r.Context(), slog.LevelDebug) {
+		p.log.Debug("proxy_request", "model", x.model, "path", r.URL.Path, "status", x.code, "elapsed", time.Since(x.start))
+	}
 }
+
+// upstreamRequest builds the engine's request on the resolved URL
+// directly, instead of printing it and parsing it back. Its body is
+// rewindable (GetBody), so the transport can resend a request it never
+// wrote on a stale pooled connection.
+func upstreamRequest(ctx context.Context, target *url.URL, body []byte, in http.Header) *http.Request {
+	// An empty URL always parses; NewRequestWithContext is the only way to
+	// attach ctx without copying the request.
+	up, _ := http.NewRequestWithContext(ctx, http.MethodPost, "", nil)
+	up.URL = target
+	up.Host = strings.TrimSuffix(target.Host, ":")
+	fillUpstreamHeader(up.Header, in)
+	if len(body) > 0 {
+		up.Body = newBodyReader(body)
+		up.ContentLength = int64(len(body))
+		up.GetBody = func() (io.ReadCloser, error) { return newBodyReader(body), nil }
+	}
+	return up
+}
+
+// bodyReader is a request body over bytes already in memory.
+type bodyReader struct{ bytes.Reader }
+
+func newBodyReader(b []byte) *bodyReader {
+	r := &bodyReader{}
+	r.Reset(b)
+	return r
+}
+
+func (*bodyReader) Close() error { return nil }
 
 var _ http.Handler = (*Proxy)(nil)
