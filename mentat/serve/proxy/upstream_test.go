@@ -1,0 +1,259 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// rawEngine is an engine written against the socket, so a test controls
+// every byte of the framing. answer writes one response and reports
+// whether the connection stays open.
+type rawEngine struct {
+	ln    net.Listener
+	conns atomic.Int64
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	open  map[net.Conn]bool
+}
+
+func newRawEngine(t *testing.T, answer func(w *bufio.Writer, r *http.Request, body string) bool) *rawEngine {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &rawEngine{ln: ln, open: map[net.Conn]bool{}}
+	e.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			e.conns.Add(1)
+			e.mu.Lock()
+			e.open[c] = true
+			e.mu.Unlock()
+			e.wg.Go(func() {
+				defer c.Close()
+				br, bw := bufio.NewReader(c), bufio.NewWriter(c)
+				for {
+					r, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					b, _ := io.ReadAll(r.Body)
+					keep := answer(bw, r, string(b))
+					if bw.Flush() != nil || !keep {
+						return
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		e.mu.Lock()
+		for c := range e.open {
+			c.Close()
+		}
+		e.mu.Unlock()
+		e.wg.Wait()
+	})
+	return e
+}
+
+func (e *rawEngine) base() string { return "http://" + e.ln.Addr().String() + "/v1" }
+
+func postOK(t *testing.T, rt *router, body string) (*http.Response, string) {
+	t.Helper()
+	resp := rt.post(t, "/v1/chat/completions", jsonCT, body)
+	defer resp.Body.Close()
+	got := readAllString(t, resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, got)
+	}
+	return resp, got
+}
+
+// TestUpstreamRequestOnTheWire: the request an engine reads is the one
+// net/http would have sent: request line with the query, Host, the body's
+// exact length, the fixed User-Agent and only the forwarded headers.
+func TestUpstreamRequestOnTheWire(t *testing.T) {
+	var mu sync.Mutex
+	var got *http.Request
+	var gotBody string
+	eng := newRawEngine(t, func(w *bufio.Writer, r *http.Request, body string) bool {
+		mu.Lock()
+		got, gotBody = r, body
+		mu.Unlock()
+		io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+		return true
+	})
+	rt := newRouter(t, Config{})
+	rt.publish(t, map[string]string{"m": eng.base()}, nil)
+	body := `{"model":"m","prompt":"` + strings.Repeat("x", maxInlineBody) + `"}` // over the inline size: writev
+	for _, b := range []string{`{"model":"m"}`, body} {
+		req, _ := http.NewRequest(http.MethodPost, rt.URL+"/v1/chat/completions?a=1&b=%2F", strings.NewReader(b))
+		req.Header.Set("Content-Type", jsonCT)
+		req.Header.Set("Authorization", "Bearer  sk-1 ")
+		req.Header.Add("Accept", "text/event-stream")
+		req.Header.Add("Accept", "application/json")
+		req.Header.Set("X-Private", "1")
+		resp, err := rt.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAllString(t, resp.Body)
+		resp.Body.Close()
+		mu.Lock()
+		r := got
+		if resp.StatusCode != 200 || r == nil || gotBody != b {
+			t.Fatalf("status %d, body intact %v", resp.StatusCode, gotBody == b)
+		}
+		if r.RequestURI != "/v1/chat/completions?a=1&b=%2F" || r.Host != eng.ln.Addr().String() ||
+			r.ContentLength != int64(len(b)) || r.Header.Get("User-Agent") != "mentatd-serve" ||
+			r.Header.Get("Authorization") != "Bearer  sk-1" || len(r.Header.Values("Accept")) != 2 ||
+			r.Header.Get("X-Private") != "" || r.Header.Get("Content-Type") != jsonCT {
+			t.Fatalf("engine read %s %s Host %q length %d header %v", r.Method, r.RequestURI, r.Host, r.ContentLength, r.Header)
+		}
+		mu.Unlock()
+	}
+}
+
+// TestUpstreamConnectionReuse: sequential requests share one pooled
+// connection.
+func TestUpstreamConnectionReuse(t *testing.T) {
+	eng := newRawEngine(t, func(w *bufio.Writer, r *http.Request, body string) bool {
+		io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return true
+	})
+	rt := newRouter(t, Config{})
+	rt.publish(t, map[string]string{"m": eng.base()}, nil)
+	for range 20 {
+		if _, got := postOK(t, rt, `{"model":"m"}`); got != "ok" {
+			t.Fatalf("body %q", got)
+		}
+	}
+	if n := eng.conns.Load(); n != 1 {
+		t.Fatalf("20 sequential requests used %d upstream connections, want 1", n)
+	}
+}
+
+// TestUpstreamFraming: every way an HTTP/1.1 answer can be delimited is
+// relayed whole, and a connection is only reused when its answer ended
+// cleanly: not after a close-delimited body, a Connection: close, or
+// bytes the engine sent past the end of its answer.
+func TestUpstreamFraming(t *testing.T) {
+	cases := []struct {
+		name, wire, body string
+		reusable         bool
+	}{
+		{"length", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", "hello", true},
+		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2\r\nlo\r\n0\r\n\r\n", "hello", true},
+		{"interim", "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", "hello", true},
+		{"empty 204", "HTTP/1.1 204 No Content\r\n\r\n", "", true},
+		{"connection close", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello", "hello", false},
+		{"close-delimited", "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello", "hello", false},
+		{"stray bytes", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloHTTP/1.1 200 OK\r\n", "hello", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var n atomic.Int64
+			eng := newRawEngine(t, func(w *bufio.Writer, r *http.Request, body string) bool {
+				if n.Add(1) == 1 {
+					io.WriteString(w, c.wire)
+					return !strings.Contains(c.wire, "close")
+				}
+				io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond")
+				return true
+			})
+			rt := newRouter(t, Config{})
+			rt.publish(t, map[string]string{"m": eng.base()}, nil)
+			resp := rt.post(t, "/v1/chat/completions", jsonCT, `{"model":"m"}`)
+			got := readAllString(t, resp.Body)
+			resp.Body.Close()
+			if got != c.body || resp.StatusCode/100 != 2 {
+				t.Fatalf("first answer %d %q, want %q", resp.StatusCode, got, c.body)
+			}
+			if _, got := postOK(t, rt, `{"model":"m"}`); got != "second" {
+				t.Fatalf("second answer %q", got)
+			}
+			want := int64(2)
+			if c.reusable {
+				want = 1
+			}
+			if conns := eng.conns.Load(); conns != want {
+				t.Fatalf("two requests used %d connections, want %d", conns, want)
+			}
+		})
+	}
+}
+
+// TestUpstreamIdleConnectionsClosed: the router closes an idle upstream
+// connection itself, before the engines' 5 s keep-alive, even when the
+// engine would keep it for a minute and no request comes to notice it.
+func TestUpstreamIdleConnectionsClosed(t *testing.T) {
+	var closed atomic.Int64
+	eng := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	}))
+	eng.Config.IdleTimeout = time.Minute
+	eng.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			closed.Add(1)
+		}
+	}
+	eng.Start()
+	defer eng.Close()
+	rt := newRouter(t, Config{})
+	rt.publish(t, map[string]string{"m": eng.URL + "/v1"}, nil)
+	postOK(t, rt, `{"model":"m"}`)
+	idleFrom := time.Now()
+	eventually(t, "the router to close its idle upstream connection", func() bool { return closed.Load() == 1 })
+	if d := time.Since(idleFrom); d >= 5*time.Second {
+		t.Fatalf("idle upstream connection closed after %v, want below the engines' 5 s keep-alive", d)
+	}
+	// The pool still works after the sweep.
+	postOK(t, rt, `{"model":"m"}`)
+}
+
+// TestUpstreamBadHeaderValue: a value net/http would refuse to send is
+// refused here too (502), never written to the engine.
+func TestUpstreamBadHeaderValue(t *testing.T) {
+	if _, err := requestHead(mustURL(t, "http://127.0.0.1:1/v1/x"), http.Header{"Authorization": {"a\x01b"}}, 0); err == nil {
+		t.Fatal("control character in a header value accepted")
+	}
+	bp, err := requestHead(mustURL(t, "http://[fe80::1%25eth0]:8000/v1/x?q=1"), http.Header{"Accept": {"*/*"}}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "POST /v1/x?q=1 HTTP/1.1\r\nHost: [fe80::1]:8000\r\nUser-Agent: mentatd-serve\r\nAccept: */*\r\nContent-Length: 3\r\n\r\n"
+	if got := string(*bp); got != want {
+		t.Fatalf("head\n%q\nwant\n%q", got, want)
+	}
+	putHead(bp)
+	for in, want := range map[string]string{"h:80": "h:80", "h": "h:80", "h:": "h:80", "[::1]": "[::1]:80", "[::1]:9": "[::1]:9"} {
+		if got := dialAddr(in); got != want {
+			t.Errorf("dialAddr(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
