@@ -72,8 +72,21 @@ var knownKeys = map[string]bool{"req_id": true, "images": true, "params": true, 
 // Parse checks body against the strict envelope, in the contract's order:
 // JSON decode (status 50), envelope shape (66, every problem listed by JSON
 // pointer), empty image (3), too many items (67). It never returns a
-// partially valid request.
+// partially valid request, and keeps no reference to body.
+//
+// A well-formed request takes one pass over the body (parseFast); anything
+// else, including every request that fails, goes through parseFull, which
+// alone decides what an error says.
 func Parse(body []byte, lim Limits) (*Parsed, *RequestError) {
+	if p := parseFast(body, lim); p != nil {
+		return p, nil
+	}
+	return parseFull(body, lim)
+}
+
+// parseFull is Parse through encoding/json: it finds and reports every
+// problem.
+func parseFull(body []byte, lim Limits) (*Parsed, *RequestError) {
 	var top map[string]json.RawMessage
 	if !json.Valid(body) {
 		var v any

@@ -1,0 +1,257 @@
+package envelope
+
+import (
+	"encoding/base64"
+	"encoding/json"
+)
+
+// parseFast accepts the common, well-formed request in one pass over body:
+// a JSON object whose keys are the envelope's (each once, without escapes)
+// and whose images are plain base64 strings. The images are decoded from
+// body's bytes directly; encoding/json would scan each multi-kilobyte string
+// several times (validation, the top-level object, the array, the string)
+// and copy it twice before base64 runs. The small req_id, params and options
+// values go through encoding/json as parseFull's do.
+//
+// It returns nil for anything else — a request parseFull would refuse, or an
+// unusual but valid one (escapes or line breaks in the base64, a repeated
+// key) — and parseFull then gives the answer, so the two never disagree on
+// what is accepted or how (FuzzParseFastMatchesFull).
+func parseFast(body []byte, lim Limits) *Parsed {
+	sc := scanner{b: body}
+	sc.ws()
+	if !sc.eat('{') {
+		return nil
+	}
+	var (
+		images                   [][]byte
+		reqID, params, options   []byte
+		seenReq, seenPar, seenOp bool
+	)
+	for {
+		sc.ws()
+		key, ok := sc.plainString()
+		if !ok {
+			return nil
+		}
+		sc.ws()
+		if !sc.eat(':') {
+			return nil
+		}
+		sc.ws()
+		switch string(key) {
+		case "images":
+			if images != nil {
+				return nil
+			}
+			if images, ok = sc.base64Array(); !ok {
+				return nil
+			}
+		case "req_id":
+			if seenReq {
+				return nil
+			}
+			seenReq = true
+			if reqID, ok = sc.value(); !ok {
+				return nil
+			}
+		case "params":
+			if seenPar {
+				return nil
+			}
+			seenPar = true
+			if params, ok = sc.value(); !ok {
+				return nil
+			}
+		case "options":
+			if seenOp {
+				return nil
+			}
+			seenOp = true
+			if options, ok = sc.value(); !ok {
+				return nil
+			}
+		default:
+			return nil
+		}
+		sc.ws()
+		if sc.eat(',') {
+			continue
+		}
+		if sc.eat('}') {
+			break
+		}
+		return nil
+	}
+	sc.ws()
+	if sc.i != len(body) || len(images) == 0 || (lim.MaxItems > 0 && len(images) > lim.MaxItems) {
+		return nil
+	}
+
+	p := &Parsed{}
+	if reqID != nil && !isNull(reqID) {
+		if err := json.Unmarshal(reqID, &p.ReqID); err != nil {
+			return nil
+		}
+	}
+	if params != nil && !isNull(params) {
+		if err := json.Unmarshal(params, &p.Params); err != nil || p.Params == nil {
+			return nil
+		}
+	}
+	if lim.Params != nil && len(lim.Params(p.Params)) > 0 {
+		return nil
+	}
+	if options != nil && !isNull(options) {
+		if err := json.Unmarshal(options, &p.Request.Options); err != nil || p.Request.Options == nil {
+			return nil
+		}
+	}
+	var errs []FieldError
+	if p.Output, errs = decodeOptions(p.Request.Options, nil); len(errs) > 0 {
+		return nil
+	}
+
+	p.Images = make([]string, len(images))
+	p.Data = make([][]byte, len(images))
+	for i, raw := range images {
+		enc := base64.RawStdEncoding
+		if raw[len(raw)-1] == '=' {
+			enc = base64.StdEncoding
+		}
+		b := make([]byte, enc.DecodedLen(len(raw)))
+		n, err := enc.Decode(b, raw)
+		if err != nil || n == 0 {
+			return nil
+		}
+		p.Images[i], p.Data[i] = string(raw), b[:n]
+	}
+	return p
+}
+
+// scanner walks a JSON document for parseFast; every method reports false
+// rather than describing a problem.
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) eat(c byte) bool {
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// plainString reads a string without escapes or control characters and
+// returns its contents.
+func (s *scanner) plainString() ([]byte, bool) {
+	if !s.eat('"') {
+		return nil, false
+	}
+	start := s.i
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			return s.b[start : s.i-1], true
+		case c == '\\' || c < 0x20:
+			return nil, false
+		}
+		s.i++
+	}
+	return nil, false
+}
+
+// base64Array reads an array of non-empty strings made only of the standard
+// base64 alphabet and padding, and returns their contents.
+func (s *scanner) base64Array() ([][]byte, bool) {
+	if !s.eat('[') {
+		return nil, false
+	}
+	var out [][]byte
+	for {
+		s.ws()
+		if !s.eat('"') {
+			return nil, false
+		}
+		start := s.i
+		for s.i < len(s.b) && isBase64[s.b[s.i]] {
+			s.i++
+		}
+		if !s.eat('"') || s.i-1 == start {
+			return nil, false
+		}
+		out = append(out, s.b[start:s.i-1])
+		s.ws()
+		if s.eat(',') {
+			continue
+		}
+		if s.eat(']') {
+			return out, true
+		}
+		return nil, false
+	}
+}
+
+// value finds the extent of the value at the cursor (strings, nesting and
+// literals) and returns it when it is valid JSON.
+func (s *scanner) value() ([]byte, bool) {
+	start, depth := s.i, 0
+	for s.i < len(s.b) {
+		switch c := s.b[s.i]; c {
+		case '"':
+			s.i++
+			for s.i < len(s.b) && s.b[s.i] != '"' {
+				if s.b[s.i] == '\\' {
+					s.i++
+				}
+				s.i++
+			}
+			if s.i >= len(s.b) {
+				return nil, false
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return s.done(start)
+			}
+			depth--
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return s.done(start)
+			}
+		}
+		s.i++
+		if depth == 0 && (s.b[s.i-1] == '}' || s.b[s.i-1] == ']' || s.b[s.i-1] == '"') {
+			return s.done(start)
+		}
+	}
+	return s.done(start)
+}
+
+func (s *scanner) done(start int) ([]byte, bool) {
+	v := s.b[start:s.i]
+	return v, len(v) > 0 && json.Valid(v)
+}
+
+var isBase64 = func() (t [256]bool) {
+	for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=" {
+		t[c] = true
+	}
+	return t
+}()
