@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,10 +31,11 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }
 
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, path string, rewriteJobs bool) {
 	start := time.Now()
+	st := g.up[u]
 	if r.ContentLength > g.cfg.MaxBody {
 		writeEnvelope(w, http.StatusRequestEntityTooLarge, statusTooLarge,
 			fmt.Sprintf("request body of %d bytes is over the gateway's limit of %d bytes", r.ContentLength, g.cfg.MaxBody), "")
-		g.metrics.request(u.ID, http.StatusRequestEntityTooLarge)
+		st.request(http.StatusRequestEntityTooLarge)
 		return
 	}
 	var body io.Reader = http.NoBody
@@ -43,27 +46,28 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 		in = &eofReader{r: http.MaxBytesReader(w, r.Body, g.cfg.MaxBody)}
 		body = in
 	}
-	out, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+u.Addr+path, body)
+	out, err := upstreamRequest(r, u.Addr, path, body)
 	if err != nil {
 		writeEnvelope(w, http.StatusBadGateway, statusServerError, "cannot build the upstream request: "+err.Error(), "")
-		g.metrics.request(u.ID, http.StatusBadGateway)
+		st.request(http.StatusBadGateway)
 		return
 	}
-	out.URL.RawQuery = r.URL.RawQuery
 	out.ContentLength = r.ContentLength
 	for _, h := range forwardRequestHeaders {
-		if v := r.Header.Values(h); len(v) > 0 {
+		if v := r.Header[h]; len(v) > 0 {
 			out.Header[h] = v
 		}
 	}
-	if u.Token != "" {
-		out.Header.Set("Authorization", "Bearer "+u.Token)
+	if st.auth != nil {
+		out.Header["Authorization"] = st.auth
 	}
 	if xff := forwardedFor(r); xff != "" {
-		out.Header.Set("X-Forwarded-For", xff)
+		out.Header["X-Forwarded-For"] = []string{xff}
 	}
-	resp, err := g.client.Do(out)
+	resp, err := g.transport.RoundTrip(out)
 	if err != nil {
+		// As http.Client reports it, for the same log and 502 text.
+		err = &url.Error{Op: urlErrorOp(out.Method), URL: out.URL.String(), Err: err}
 		in.abandon(w)
 		g.upstreamError(w, r, u, err)
 		return
@@ -75,20 +79,76 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 		h[k] = v
 	}
 	for _, k := range hopByHop {
-		h.Del(k)
+		delete(h, k)
 	}
 	in.abandon(w)
-	h.Set("X-Mortred-Model", u.ID)
+	h["X-Mortred-Model"] = []string{u.ID}
 	if rewriteJobs {
 		g.writeJobAnswer(w, r, u, resp)
 	} else {
 		w.WriteHeader(resp.StatusCode)
-		if err := copyBody(w, resp.Body); err != nil {
+		if err := copyBody(w, resp.Body, needsFlush(resp)); err != nil {
 			g.abortMidResponse(r, u, err)
 		}
 	}
-	g.metrics.request(u.ID, resp.StatusCode)
-	g.metrics.duration.WithLabelValues(u.ID).Observe(time.Since(start).Seconds())
+	st.request(resp.StatusCode)
+	st.observe(time.Since(start).Seconds())
+}
+
+// upstreamRequest builds the model server's request on http://addr+path
+// with the client's query. A plain path (the catalog's server_uri, a job
+// id) becomes the URL directly; anything a URL parser would split or
+// unescape takes the parser, as before, so both give the same URL.
+func upstreamRequest(r *http.Request, addr, path string, body io.Reader) (*http.Request, error) {
+	if !plainPath(path) {
+		out, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addr+path, body)
+		if err == nil {
+			out.URL.RawQuery = r.URL.RawQuery
+		}
+		return out, err
+	}
+	out, err := http.NewRequestWithContext(r.Context(), r.Method, "", body)
+	if err != nil {
+		return nil, err
+	}
+	out.URL = &url.URL{Scheme: "http", Host: addr, Path: path, RawQuery: r.URL.RawQuery}
+	out.Host = addr
+	return out, nil
+}
+
+// plainPath reports whether path parses as itself: it starts with '/',
+// and has only bytes a URL path keeps as they are.
+func plainPath(path string) bool {
+	if path == "" || path[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		if c <= ' ' || c >= 0x7f || c == '%' || c == '?' || c == '#' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// urlErrorOp is the Op http.Client puts in its errors: the method with
+// only its first letter upper case ("Post").
+func urlErrorOp(method string) string {
+	if method == "" || len(method) == 1 {
+		return method
+	}
+	return method[:1] + strings.ToLower(method[1:])
+}
+
+// needsFlush reports whether an answer is relayed chunk by chunk: an event
+// stream, or one whose length is unknown (progressive output). A body of
+// known length goes out through the response buffer like any other.
+func needsFlush(resp *http.Response) bool {
+	if resp.ContentLength < 0 {
+		return true
+	}
+	mt, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
 }
 
 // forwardedFor is the X-Forwarded-For the model server sees. The model
@@ -97,12 +157,20 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 // unless the peer is itself a loopback proxy (the Nginx TLS edge), whose
 // own X-Forwarded-For is then kept as it is.
 func forwardedFor(r *http.Request) string {
-	prior := strings.Join(r.Header.Values("X-Forwarded-For"), ", ")
+	vv := r.Header["X-Forwarded-For"]
+	var prior string
+	switch len(vv) {
+	case 0:
+	case 1:
+		prior = vv[0]
+	default:
+		prior = strings.Join(vv, ", ")
+	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return prior
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() && prior != "" {
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback() && prior != "" {
 		return prior
 	}
 	if prior == "" {
@@ -111,12 +179,16 @@ func forwardedFor(r *http.Request) string {
 	return prior + ", " + host
 }
 
-// copyBody streams src to w through one pooled buffer, flushing after each
-// write so a slow client slows the upstream read instead of growing memory.
-func copyBody(w http.ResponseWriter, src io.Reader) error {
+// copyBody streams src to w through one pooled buffer. With flush set,
+// each chunk is flushed as it arrives; either way a slow client blocks the
+// write, which slows the upstream read instead of growing memory.
+func copyBody(w http.ResponseWriter, src io.Reader, flush bool) error {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	rc := http.NewResponseController(w)
+	var rc *http.ResponseController
+	if flush {
+		rc = http.NewResponseController(w)
+	}
 	buf := *bp
 	for {
 		n, rerr := src.Read(buf)
@@ -124,7 +196,9 @@ func copyBody(w http.ResponseWriter, src io.Reader) error {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return werr
 			}
-			_ = rc.Flush()
+			if rc != nil {
+				_ = rc.Flush()
+			}
 		}
 		if rerr == io.EOF {
 			return nil
@@ -248,15 +322,25 @@ func trimErr(err error) string {
 type eofReader struct {
 	r   io.Reader
 	eof atomic.Bool
+	// mu is held by Read, so abandon can wait out a read in progress.
+	mu        sync.Mutex
+	abandoned bool
 }
 
 func (e *eofReader) Read(p []byte) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.abandoned {
+		return 0, errBodyAbandoned
+	}
 	n, err := e.r.Read(p)
 	if err == io.EOF {
 		e.eof.Store(true)
 	}
 	return n, err
 }
+
+var errBodyAbandoned = errors.New("the model server answered before the request body ended")
 
 // abandon runs once the model server has answered or failed. If the
 // client has not sent its whole body by then (the model's request deadline
@@ -265,10 +349,19 @@ func (e *eofReader) Read(p []byte) (int, error) {
 // answer, at whatever pace the client chooses. An expired read deadline
 // makes that read fail at once, so the answer goes out and the connection
 // closes.
+//
+// abandon also waits for a read the transport still has in progress (the
+// expired deadline ends it at once): net/http, finding a read in progress
+// when the handler returns, would wait for it and then clear the read
+// deadline, and its final read of the unread body would block at the
+// client's pace again.
 func (e *eofReader) abandon(w http.ResponseWriter) {
 	if e == nil || e.eof.Load() {
 		return
 	}
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 	w.Header().Set("Connection", "close")
+	e.mu.Lock()
+	e.abandoned = true
+	e.mu.Unlock()
 }

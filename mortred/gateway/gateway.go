@@ -99,10 +99,13 @@ func (c *Config) Validate() error {
 
 // Gateway is the data-plane handler.
 type Gateway struct {
-	cfg     Config
-	byID    map[string]*Upstream
-	byURI   map[string]*Upstream
-	client  *http.Client
+	cfg       Config
+	byID      map[string]*Upstream
+	byURI     map[string]*Upstream
+	transport *http.Transport
+	// up holds what forward derives from an Upstream once instead of per
+	// request: the Authorization value and the metric children.
+	up      map[*Upstream]*upstreamState
 	log     *slog.Logger
 	metrics *metrics
 	mux     *http.ServeMux
@@ -129,10 +132,14 @@ func New(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Gateway, e
 		u := &cfg.Upstreams[i]
 		g.byID[u.ID], g.byURI[u.URI] = u, u
 	}
-	g.client = &http.Client{
-		Transport: newTransport(cfg),
-		// Redirects from a model server are answers to pass through.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	// The transport is called directly, not through an http.Client: a
+	// model server's redirect is an answer to pass through, never to
+	// follow, and the Client's redirect and cookie machinery is per-request
+	// cost for nothing.
+	g.transport = newTransport(cfg)
+	g.up = make(map[*Upstream]*upstreamState, len(cfg.Upstreams))
+	for _, u := range g.byID {
+		g.up[u] = newUpstreamState(u, g.metrics)
 	}
 	g.mux = g.routes(reg)
 	return g, nil
@@ -156,4 +163,4 @@ func newTransport(cfg Config) *http.Transport {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
 
 // Close releases idle upstream connections.
-func (g *Gateway) Close() { g.client.CloseIdleConnections() }
+func (g *Gateway) Close() { g.transport.CloseIdleConnections() }

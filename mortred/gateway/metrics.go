@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -39,4 +41,45 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 
 func (m *metrics) request(model string, status int) {
 	m.requests.WithLabelValues(model, strconv.Itoa(status)).Inc()
+}
+
+// upstreamState is one model's per-request constants: its Authorization
+// value and its metric children, found once instead of by a label lookup
+// (hash and lock) on every request.
+type upstreamState struct {
+	auth     []string // nil when the model takes no token
+	duration atomic.Pointer[prometheus.Observer]
+	m        *metrics
+	id       string
+	codes    sync.Map // int → prometheus.Counter
+}
+
+func newUpstreamState(u *Upstream, m *metrics) *upstreamState {
+	st := &upstreamState{m: m, id: u.ID}
+	if u.Token != "" {
+		st.auth = []string{"Bearer " + u.Token}
+	}
+	// Created when first observed, as WithLabelValues would: a model
+	// nobody called shows no series.
+	return st
+}
+
+func (st *upstreamState) request(status int) {
+	if c, ok := st.codes.Load(status); ok {
+		c.(prometheus.Counter).Inc()
+		return
+	}
+	c, _ := st.codes.LoadOrStore(status, st.m.requests.WithLabelValues(st.id, strconv.Itoa(status)))
+	c.(prometheus.Counter).Inc()
+}
+
+func (st *upstreamState) observe(seconds float64) {
+	o := st.duration.Load()
+	if o == nil {
+		// Racing first requests store the same child.
+		d := st.m.duration.WithLabelValues(st.id)
+		o = &d
+		st.duration.Store(o)
+	}
+	(*o).Observe(seconds)
 }
