@@ -2,10 +2,13 @@
 // body, looks it up in the current route snapshot, and relays the request
 // to the engine serving it, streaming the answer back frame by frame.
 //
-// A request is sent upstream exactly once. The body is held in memory and
-// is rewindable, so the Go transport may still re-send a request it never
-// wrote (a pooled connection found dead before the first byte went out),
-// but never one of which any byte was written.
+// A request is sent upstream exactly once. The body is held in memory, so
+// a request none of whose bytes were written (a pooled connection found
+// dead first) may go out on another connection, but never one of which
+// any byte was written. Plain-HTTP engines are reached through the
+// proxy's own HTTP/1.1 client (upstream.go), which does the exchange in
+// the handler's goroutine; a configured Config.Transport, and https
+// engines, go through an http.RoundTripper with the same rules.
 package proxy
 
 import (
