@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -217,7 +216,9 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, arrival time.Time
 	// for ever.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(arrival.Add(s.cfg.RunTimeout()))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	buf := getBody(r.ContentLength)
+	defer putBody(buf)
+	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), buf)
 	if err != nil {
 		// The deadline stays: the server's discard of the unread rest then
 		// fails at once and the connection closes.
@@ -238,6 +239,8 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, arrival time.Time
 	// Lifted once the body is in: the server's background read during
 	// inference must not hit it and cancel the request's context.
 	_ = rc.SetReadDeadline(time.Time{})
+	// Parse keeps no reference to body, so its buffer goes back to the pool
+	// when admit returns.
 	p, rerr := envelope.Parse(body, envelope.Limits{MaxItems: s.cfg.MaxRequestItems, Params: s.models[0].ValidateParams})
 	if rerr != nil {
 		resp := envelope.New(rerr.Status, taskID("", r), rerr.Errors...)

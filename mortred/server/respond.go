@@ -1,11 +1,13 @@
 package server
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/fe64bb06/frontdoor/mortred/envelope"
@@ -14,10 +16,13 @@ import (
 // writeJSON writes v with the contract's headers. taskID goes to
 // X-Request-ID when not empty.
 func writeJSON(w http.ResponseWriter, code int, taskID string, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	buf := outPool.Get().(*bytes.Buffer)
+	defer putOut(buf)
+	// Encode writes what json.Marshal would, then a newline.
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
 		code = http.StatusInternalServerError
-		b, _ = json.Marshal(envelope.New(envelope.StatusServerError, taskID, envelope.FieldError{Message: "encoding the answer failed: " + err.Error()}))
+		buf.Reset()
+		_ = json.NewEncoder(buf).Encode(envelope.New(envelope.StatusServerError, taskID, envelope.FieldError{Message: "encoding the answer failed: " + err.Error()}))
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")
@@ -25,9 +30,20 @@ func writeJSON(w http.ResponseWriter, code int, taskID string, v any) {
 	if taskID != "" {
 		h.Set("X-Request-ID", taskID)
 	}
-	h.Set("Content-Length", strconv.Itoa(len(b)+1))
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(code)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(buf.Bytes())
+}
+
+// outPool holds answer buffers: an answer is encoded, written and dropped.
+var outPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func putOut(b *bytes.Buffer) {
+	if b.Cap() > 1<<20 {
+		return // one huge answer must not pin its memory in the pool
+	}
+	b.Reset()
+	outPool.Put(b)
 }
 
 // writeEnvelope writes resp with the HTTP code of its status.
