@@ -29,7 +29,7 @@ func TestNarrowBindBesideFailedProbe(t *testing.T) {
 	if got := r.models(t); len(got) != 0 {
 		t.Fatalf("/v1/models = %v with the only allowed candidate refused", got)
 	}
-	e.agent.waitOutput(`service_bind_narrow`)
+	e.agent.WaitOutput(t, deadline, `service_bind_narrow`)
 
 	// The same cluster through a router allowed on 127.0.0.1 routes, and the
 	// finding stays advisory.

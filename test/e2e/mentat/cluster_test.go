@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -21,7 +23,7 @@ var client = &http.Client{Timeout: 30 * time.Second}
 
 // daemon is a running `mentatd daemon`.
 type daemon struct {
-	*proc
+	*testproc.Proc
 	addr string // host:port of its HTTP server
 }
 
@@ -36,12 +38,12 @@ func daemonEnv(port int, extra ...string) []string {
 
 func startDaemon(t *testing.T, name string, extra ...string) *daemon {
 	t.Helper()
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	d := &daemon{addr: "127.0.0.1:" + itoa(port)}
-	d.proc = start(t, name, daemonEnv(port, extra...), bin(t, "mentatd"), "daemon")
+	d.Proc = start(t, name, daemonEnv(port, extra...), testproc.Bin(t, "mentatd"), "daemon")
 	eventually(t, name+" /status", func() bool {
 		var s map[string]any
-		return getJSON("http://"+d.addr+"/status", &s) == nil
+		return testproc.GetJSON(client, "http://"+d.addr+"/status", &s) == nil
 	})
 	return d
 }
@@ -62,7 +64,7 @@ type snapshot struct {
 func actorPID(t *testing.T, addr, group string) int {
 	t.Helper()
 	var s snapshot
-	if err := getJSON("http://"+addr+"/status", &s); err != nil {
+	if err := testproc.GetJSON(client, "http://"+addr+"/status", &s); err != nil {
 		t.Fatalf("daemon %s /status: %v", addr, err)
 	}
 	for _, a := range s.Groups[group].Actors {
@@ -84,14 +86,14 @@ type engine struct {
 	noCommand    bool   // register without running anything
 	itl          string // enginesim --itl (default 5ms)
 	wrap         func(argv []string) []string
-	agent        *proc
+	agent        *testproc.Proc
 }
 
 // startAgent starts e's agent against the daemon at daemonAddr.
 func startAgent(t *testing.T, daemonAddr string, e *engine) {
 	t.Helper()
 	if e.port == 0 {
-		e.port = freePort(t)
+		e.port = testproc.FreePort(t)
 	}
 	if e.host == "" {
 		e.host = "127.0.0.1"
@@ -105,9 +107,9 @@ func startAgent(t *testing.T, daemonAddr string, e *engine) {
 	}
 	env := baseEnv("MENTAT_DAEMON="+daemonAddr, "MENTAT_GROUP="+e.group, "MENTAT_CONTAINER=c-"+e.group,
 		"MENTAT_OPENAI_API="+openai, "MENTAT_MODEL_PROVIDER=vLLM", "MENTAT_BIND_CHECK_S=0.2")
-	argv := []string{bin(t, "mentatd"), "agent"}
+	argv := []string{testproc.Bin(t, "mentatd"), "agent"}
 	if !e.noCommand {
-		eng := []string{bin(t, "enginesim"), "--model", e.model, "--host", e.host, "--port", itoa(e.port),
+		eng := []string{testproc.Bin(t, "enginesim"), "--model", e.model, "--host", e.host, "--port", itoa(e.port),
 			"--ttft", "20ms", "--itl", e.itl}
 		if e.mcpPort != 0 {
 			eng = append(eng, "--mcp-port", itoa(e.mcpPort))
@@ -123,7 +125,7 @@ func startAgent(t *testing.T, daemonAddr string, e *engine) {
 
 // router is a running mentatd-serve (or `mentatd serve`).
 type router struct {
-	*proc
+	*testproc.Proc
 	url string
 }
 
@@ -136,20 +138,20 @@ func routerEnv(port int, extra ...string) []string {
 
 func startRouter(t *testing.T, name string, port int, extra ...string) *router {
 	t.Helper()
-	return startRouterCmd(t, name, []string{bin(t, "mentatd-serve")}, port, extra...)
+	return startRouterCmd(t, name, []string{testproc.Bin(t, "mentatd-serve")}, port, extra...)
 }
 
 // startRouterCmd starts the router as argv (mentatd-serve, or mentatd serve).
 func startRouterCmd(t *testing.T, name string, argv []string, port int, extra ...string) *router {
 	t.Helper()
 	if port == 0 {
-		port = freePort(t)
+		port = testproc.FreePort(t)
 	}
 	r := &router{url: "http://127.0.0.1:" + itoa(port)}
-	r.proc = start(t, name, routerEnv(port, extra...), argv...)
+	r.Proc = start(t, name, routerEnv(port, extra...), argv...)
 	eventually(t, name+" /status.json", func() bool {
 		var s statusDoc
-		return !r.exited() && getJSON(r.url+"/status.json", &s) == nil
+		return !r.Exited() && testproc.GetJSON(client, r.url+"/status.json", &s) == nil
 	})
 	return r
 }
@@ -201,7 +203,7 @@ func (g groupStatus) openai() string {
 func (r *router) status(t *testing.T) statusDoc {
 	t.Helper()
 	var s statusDoc
-	if err := getJSON(r.url+"/status.json", &s); err != nil {
+	if err := testproc.GetJSON(client, r.url+"/status.json", &s); err != nil {
 		t.Fatalf("router /status.json: %v", err)
 	}
 	return s
@@ -215,7 +217,7 @@ func (r *router) models(t *testing.T) []string {
 			ID string `json:"id"`
 		} `json:"data"`
 	}
-	if err := getJSON(r.url+"/v1/models", &list); err != nil {
+	if err := testproc.GetJSON(client, r.url+"/v1/models", &list); err != nil {
 		t.Fatalf("router /v1/models: %v", err)
 	}
 	var ids []string
@@ -281,22 +283,6 @@ func (r *router) chatOK(t *testing.T, model string) {
 		len(out.Choices) != 1 || out.Choices[0].Message.Content == "" {
 		t.Fatalf("chat %s through the router: %d %s", model, code, body)
 	}
-}
-
-func getJSON(url string, v any) error {
-	resp, err := client.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, b)
-	}
-	return json.Unmarshal(b, v)
 }
 
 // sseFrames reads an event stream and returns each data frame with the

@@ -3,6 +3,8 @@ package e2e
 import (
 	"strings"
 	"testing"
+
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
 // A router seeded only with daemon B finds the model on daemon A through
@@ -39,7 +41,7 @@ func TestMeshPeersLeadToOtherDaemons(t *testing.T) {
 // With MENTAT_DAEMONS set and empty, UDP announcements are the only way in:
 // the daemon unicasts them to the router's announce port on 127.0.0.1.
 func TestAnnouncementsAloneFindADaemon(t *testing.T) {
-	udp := freeUDPPort(t)
+	udp := testproc.FreeUDPPort(t)
 	r := startRouter(t, "router", 0, "MENTAT_DAEMONS=", "MENTAT_ANNOUNCE_PORT="+itoa(udp))
 	if st := r.status(t); len(st.Daemons) != 0 {
 		t.Fatalf("router with MENTAT_DAEMONS= watches %v before any announcement", st.Daemons)
@@ -56,14 +58,14 @@ func TestAnnouncementsAloneFindADaemon(t *testing.T) {
 // A keyed router refuses announcements signed with another key and takes
 // those signed with its own.
 func TestSecretsMustMatch(t *testing.T) {
-	udp := freeUDPPort(t)
+	udp := testproc.FreeUDPPort(t)
 	r := startRouter(t, "router", 0, "MENTAT_DAEMONS=", "MENTAT_ANNOUNCE_PORT="+itoa(udp), "MENTAT_SECRET=router-key")
 
 	wrong := startDaemon(t, "daemon-wrong", "MENTAT_ANNOUNCE_ADDR=127.0.0.1:"+itoa(udp), "MENTAT_SECRET=other-key",
 		"MENTAT_NODE_IP=127.0.0.2")
 	startAgent(t, wrong.addr, &engine{group: "wrong", model: "wrong-1"})
 	// The rejection in the router's log proves the datagrams arrived.
-	r.waitOutput(`announce_rejected`)
+	r.WaitOutput(t, deadline, `announce_rejected`)
 
 	right := startDaemon(t, "daemon-right", "MENTAT_ANNOUNCE_ADDR=127.0.0.1:"+itoa(udp), "MENTAT_SECRET= router-key\n",
 		"MENTAT_NODE_IP=127.0.0.3")
@@ -78,7 +80,7 @@ func TestSecretsMustMatch(t *testing.T) {
 	if _, ok := st.Groups["wrong"]; ok {
 		t.Fatalf("group of the daemon with another key reached the router: %+v", st.Groups)
 	}
-	if n := strings.Count(r.output(), "announce_rejected"); n != 1 {
+	if n := strings.Count(r.Output(), "announce_rejected"); n != 1 {
 		t.Errorf("announce_rejected logged %d times, want once per source", n)
 	}
 }

@@ -6,23 +6,9 @@
 package e2e
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
-	"go.uber.org/goleak"
-
-	"github.com/fe64bb06/frontdoor/internal/testbin"
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testproc.Main(m, testproc.Suite{}) }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
 // testRange is the private range the namespace tests use. Its blackhole
@@ -145,7 +147,7 @@ func (n *node) addRouted(via string) (ifname, addr string) {
 }
 
 // start runs a binary inside the namespace.
-func (n *node) start(name string, env []string, argv ...string) *proc {
+func (n *node) start(name string, env []string, argv ...string) *testproc.Proc {
 	n.t.Helper()
 	return start(n.t, name, env, append([]string{"ip", "netns", "exec", n.ns}, argv...)...)
 }
@@ -176,10 +178,10 @@ func netnsFallThrough(t *testing.T, announceInterval string, proberAlone bool) {
 	// the two on-link addresses ahead of it.
 	n.start("daemon", baseEnv("MENTAT_HTTP_PORT=6380", "MENTAT_ANNOUNCE_IFACES="+ifC+","+ifA+","+ifB,
 		"MENTAT_ANNOUNCE_PORT=0", "MENTAT_ANNOUNCE_INTERVAL_S="+announceInterval, "MENTAT_AGENT_TIMEOUT_S=6"),
-		bin(t, "mentatd"), "daemon")
+		testproc.Bin(t, "mentatd"), "daemon")
 	n.start("agent", baseEnv("MENTAT_DAEMON=127.0.0.1:6380", "MENTAT_GROUP=fab", "MENTAT_CONTAINER=fab",
 		"MENTAT_OPENAI_API=8000/v1", "MENTAT_MODEL_PROVIDER=vllm", "MENTAT_BIND_CHECK_S=0.2"),
-		bin(t, "mentatd"), "agent", "--", bin(t, "enginesim"), "--model", "fab-1", "--host", "0.0.0.0", "--port", "8000",
+		testproc.Bin(t, "mentatd"), "agent", "--", testproc.Bin(t, "enginesim"), "--model", "fab-1", "--host", "0.0.0.0", "--port", "8000",
 		"--ttft", "10ms", "--itl", "5ms")
 
 	r := startRouter(t, "router", 0, "MENTAT_DAEMONS="+addrB+":6380", "ALLOWED_SOURCES=10.231.",
@@ -206,7 +208,7 @@ func netnsFallThrough(t *testing.T, announceInterval string, proberAlone bool) {
 	}
 	t.Logf("fell through to %s %v after the cut", url(addrB), time.Since(cut).Round(time.Millisecond))
 	if proberAlone {
-		r.waitOutput(`probe_switched .*from=` + url(addrA) + ` to=` + url(addrB))
+		r.WaitOutput(t, deadline, `probe_switched .*from=`+url(addrA)+` to=`+url(addrB))
 	}
 	r.chatOK(t, "fab-1")
 	if got := r.models(t); !slices.Equal(got, []string{"fab-1"}) {
@@ -217,7 +219,7 @@ func netnsFallThrough(t *testing.T, announceInterval string, proberAlone bool) {
 	back := time.Now()
 	r.waitGroup(t, "fab", "promoted back to link A", func(g groupStatus) bool { return g.Healthy && g.openai() == url(addrA) })
 	t.Logf("promoted back to %s %v after the link returned (PROBE_PROMOTE_S=2)", url(addrA), time.Since(back).Round(time.Millisecond))
-	r.waitOutput(`probe_switched .*from=` + url(addrB) + ` to=` + url(addrA))
+	r.WaitOutput(t, deadline, `probe_switched .*from=`+url(addrB)+` to=`+url(addrA))
 	r.chatOK(t, "fab-1")
 }
 
@@ -241,7 +243,7 @@ func watchRoutable(t *testing.T, r *router, model string) (stop func() string) {
 					ID string `json:"id"`
 				} `json:"data"`
 			}
-			err := getJSON(r.url+"/v1/models", &list)
+			err := testproc.GetJSON(client, r.url+"/v1/models", &list)
 			found := slices.ContainsFunc(list.Data, func(m struct {
 				ID string `json:"id"`
 			}) bool {

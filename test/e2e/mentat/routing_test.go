@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
 // A model routes only once its group has a running actor AND its endpoint
@@ -22,8 +24,8 @@ func TestRoutableOnlyWithRunningActorAndAnsweringProbe(t *testing.T) {
 
 	// gamma: the engine answers, but the agent runs nothing.
 	gamma := &engine{group: "gamma", model: "gamma-1", noCommand: true}
-	gamma.port = freePort(t)
-	start(t, "engine-gamma", baseEnv(), bin(t, "enginesim"), "--model", "gamma-1", "--host", "127.0.0.1",
+	gamma.port = testproc.FreePort(t)
+	start(t, "engine-gamma", baseEnv(), testproc.Bin(t, "enginesim"), "--model", "gamma-1", "--host", "127.0.0.1",
 		"--port", itoa(gamma.port))
 	startAgent(t, d.addr, gamma)
 
@@ -68,8 +70,8 @@ func TestRoutableOnlyWithRunningActorAndAnsweringProbe(t *testing.T) {
 func twoModels(t *testing.T) (*daemon, *engine, *engine) {
 	t.Helper()
 	d := startDaemon(t, "daemon")
-	alpha := &engine{group: "alpha", model: "alpha-7b", mcpPort: freePort(t), itl: "60ms"}
-	beta := &engine{group: "beta", model: "beta-1b", mcpPort: freePort(t), urlForm: true}
+	alpha := &engine{group: "alpha", model: "alpha-7b", mcpPort: testproc.FreePort(t), itl: "60ms"}
+	beta := &engine{group: "beta", model: "beta-1b", mcpPort: testproc.FreePort(t), urlForm: true}
 	startAgent(t, d.addr, alpha)
 	startAgent(t, d.addr, beta)
 	return d, alpha, beta
@@ -156,7 +158,7 @@ func TestTwoFormsStreamingAndKilledEngine(t *testing.T) {
 // them again.
 func TestRouterRestartLeavesEnginesAlone(t *testing.T) {
 	d, _, _ := twoModels(t)
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	r1 := startRouter(t, "router-1", port, "MENTAT_DAEMONS="+d.addr)
 	r1.waitModels(t, "alpha-7b", "beta-1b")
 	pids := map[string]int{"alpha": actorPID(t, d.addr, "alpha"), "beta": actorPID(t, d.addr, "beta")}
@@ -166,19 +168,19 @@ func TestRouterRestartLeavesEnginesAlone(t *testing.T) {
 		}
 	}
 
-	r1.stop()
+	stop(t, r1.Proc)
 	for g, pid := range pids {
-		if !alive(pid) {
+		if !testproc.Alive(pid) {
 			t.Fatalf("%s's engine (pid %d) died with the router", g, pid)
 		}
 	}
-	r2 := startRouterCmd(t, "router-2", []string{bin(t, "mentatd"), "serve"}, port, "MENTAT_DAEMONS="+d.addr)
+	r2 := startRouterCmd(t, "router-2", []string{testproc.Bin(t, "mentatd"), "serve"}, port, "MENTAT_DAEMONS="+d.addr)
 	r2.waitModels(t, "alpha-7b", "beta-1b")
 	r2.chatOK(t, "alpha-7b")
 	r2.chatOK(t, "beta-1b")
 	for g, pid := range pids {
-		if now := actorPID(t, d.addr, g); now != pid || !alive(pid) {
-			t.Fatalf("%s's engine: pid %d before the restart, %d after (alive %v)", g, pid, now, alive(pid))
+		if now := actorPID(t, d.addr, g); now != pid || !testproc.Alive(pid) {
+			t.Fatalf("%s's engine: pid %d before the restart, %d after (alive %v)", g, pid, now, testproc.Alive(pid))
 		}
 	}
 }
