@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/mentat/wire"
 )
 
@@ -92,9 +93,9 @@ var announceEvent = regexp.MustCompile(`event=(announce_\w+)`)
 func TestAnnouncementFlood(t *testing.T) {
 	t.Parallel()
 	const total = 20000
-	d := startDaemon(t, freePort(t), "MENTAT_SECRET="+floodSecret)
-	startAgent(t, d.addr, engineOpts{group: "alpha", model: "alpha-7b", port: freePort(t)})
-	udpPort := freeUDPPort(t)
+	d := startDaemon(t, testproc.FreePort(t), "MENTAT_SECRET="+floodSecret)
+	startAgent(t, d.addr, engineOpts{group: "alpha", model: "alpha-7b", port: testproc.FreePort(t)})
+	udpPort := testproc.FreeUDPPort(t)
 	r := startRouter(t, d.addr, "MENTAT_ANNOUNCE_PORT="+strconv.Itoa(udpPort), "MENTAT_SECRET="+floodSecret)
 	r.waitModels(t, "alpha-7b")
 
@@ -143,8 +144,8 @@ func TestAnnouncementFlood(t *testing.T) {
 	// Wait until the router has read what the socket buffer held: its
 	// own probes keep answering, and the announce log has had time to
 	// appear.
-	eventually(t, 30*time.Second, "router rejected the flood", func() error {
-		if !strings.Contains(r.output(), "event=announce_rejected") {
+	testproc.Eventually(t, 30*time.Second, "router rejected the flood", func() error {
+		if !strings.Contains(r.Output(), "event=announce_rejected") {
 			return fmt.Errorf("no announce_rejected line yet")
 		}
 		return nil
@@ -167,7 +168,7 @@ func TestAnnouncementFlood(t *testing.T) {
 	}
 	mustServe(t, r.base, "alpha-7b")
 
-	lines := announceEvent.FindAllStringSubmatch(r.output(), -1)
+	lines := announceEvent.FindAllStringSubmatch(r.Output(), -1)
 	counts := map[string]int{}
 	for _, m := range lines {
 		counts[m[1]]++
@@ -179,10 +180,10 @@ func TestAnnouncementFlood(t *testing.T) {
 
 	// A genuine announcement still gets through: a second daemon on
 	// another node id announces itself by unicast and is watched.
-	d2port := freePort(t)
+	d2port := testproc.FreePort(t)
 	d2 := startDaemon(t, d2port, "MENTAT_SECRET="+floodSecret, "MENTAT_NODE_IP=127.0.0.2",
 		"MENTAT_ANNOUNCE_PORT="+strconv.Itoa(udpPort), "MENTAT_ANNOUNCE_ADDR=127.0.0.1:"+strconv.Itoa(udpPort))
-	eventually(t, 30*time.Second, "router watches the announced daemon", func() error {
+	testproc.Eventually(t, 30*time.Second, "router watches the announced daemon", func() error {
 		st, err := r.status()
 		if err != nil {
 			return err

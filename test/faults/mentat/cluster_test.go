@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
 // client is the tests' HTTP client for short calls; streams use their own
@@ -26,7 +27,7 @@ var client = &http.Client{
 
 // daemon is a running `mentatd daemon`.
 type daemon struct {
-	*proc
+	*testproc.Proc
 	addr string // host:port of its HTTP interface
 }
 
@@ -43,9 +44,9 @@ func daemonEnv(port int, extra ...string) []string {
 // startDaemon runs a daemon on port and waits until it listens.
 func startDaemon(t testing.TB, port int, extra ...string) *daemon {
 	t.Helper()
-	p := start(t, "mentatd daemon :"+strconv.Itoa(port), daemonEnv(port, extra...), binMentatd, "daemon")
-	p.waitLine(t, 30*time.Second, `event=http_listening`)
-	return &daemon{proc: p, addr: "127.0.0.1:" + strconv.Itoa(port)}
+	p := start(t, "mentatd daemon :"+strconv.Itoa(port), daemonEnv(port, extra...), testproc.Bin(t, "mentatd"), "daemon")
+	p.WaitOutput(t, 30*time.Second, `event=http_listening`)
+	return &daemon{Proc: p, addr: "127.0.0.1:" + strconv.Itoa(port)}
 }
 
 // engineOpts describes one agent with its enginesim.
@@ -59,14 +60,14 @@ type engineOpts struct {
 
 // startAgent runs `mentatd agent -- enginesim ...` against daemonAddr,
 // announcing the engine in URL form on 127.0.0.1.
-func startAgent(t testing.TB, daemonAddr string, o engineOpts) *proc {
+func startAgent(t testing.TB, daemonAddr string, o engineOpts) *testproc.Proc {
 	t.Helper()
 	if o.itl == 0 {
 		o.itl = 10 * time.Millisecond
 	}
 	env := cleanEnv("MENTAT_DAEMON="+daemonAddr, "MENTAT_GROUP="+o.group, "MENTAT_CONTAINER="+o.group,
 		"MENTAT_OPENAI_API=http://127.0.0.1:"+strconv.Itoa(o.port)+"/v1", "MENTAT_MODEL_PROVIDER=vllm")
-	argv := append([]string{binMentatd, "agent", "--", binEngine, "--model", o.model, "--host", "127.0.0.1",
+	argv := append([]string{testproc.Bin(t, "mentatd"), "agent", "--", testproc.Bin(t, "enginesim"), "--model", o.model, "--host", "127.0.0.1",
 		"--port", strconv.Itoa(o.port), "--ttft", "20ms", "--itl", o.itl.String(), "--jitter", "0"}, o.args...)
 	return start(t, "agent "+o.group, env, argv...)
 }
@@ -82,30 +83,14 @@ type daemonStatus struct {
 	} `json:"groups"`
 }
 
-func getJSON(url string, v any) error {
-	resp, err := client.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, b)
-	}
-	return json.Unmarshal(b, v)
-}
-
 // enginePID waits until the daemon reports the group's actor running and
 // returns the engine's pid.
 func enginePID(t testing.TB, daemonAddr, group string) int {
 	t.Helper()
 	pid := 0
-	eventually(t, 30*time.Second, "engine of "+group+" running", func() error {
+	testproc.Eventually(t, 30*time.Second, "engine of "+group+" running", func() error {
 		var st daemonStatus
-		if err := getJSON("http://"+daemonAddr+"/status", &st); err != nil {
+		if err := testproc.GetJSON(client, "http://"+daemonAddr+"/status", &st); err != nil {
 			return err
 		}
 		for _, a := range st.Groups[group].Actors {
@@ -121,7 +106,7 @@ func enginePID(t testing.TB, daemonAddr, group string) int {
 
 // router is a running mentatd-serve.
 type router struct {
-	*proc
+	*testproc.Proc
 	base string // http://127.0.0.1:port
 }
 
@@ -136,12 +121,12 @@ func routerEnv(port int, daemons string, extra ...string) []string {
 // startRouter runs mentatd-serve with routerEnv and waits for /healthz.
 func startRouter(t testing.TB, daemons string, extra ...string) *router {
 	t.Helper()
-	port := freePort(t)
-	p := start(t, "mentatd-serve", routerEnv(port, daemons, extra...), binServe)
-	r := &router{proc: p, base: "http://127.0.0.1:" + strconv.Itoa(port)}
-	eventually(t, 30*time.Second, "router /healthz", func() error {
-		if p.exited() {
-			t.Fatalf("router exited:\n%s", p.output())
+	port := testproc.FreePort(t)
+	p := start(t, "mentatd-serve", routerEnv(port, daemons, extra...), testproc.Bin(t, "mentatd-serve"))
+	r := &router{Proc: p, base: "http://127.0.0.1:" + strconv.Itoa(port)}
+	testproc.Eventually(t, 30*time.Second, "router /healthz", func() error {
+		if p.Exited() {
+			t.Fatalf("router exited:\n%s", p.Output())
 		}
 		resp, err := client.Get(r.base + "/healthz")
 		if err != nil {
@@ -174,7 +159,7 @@ type statusDoc struct {
 
 func (r *router) status() (statusDoc, error) {
 	var s statusDoc
-	err := getJSON(r.base+"/status.json", &s)
+	err := testproc.GetJSON(client, r.base+"/status.json", &s)
 	return s, err
 }
 
@@ -185,7 +170,7 @@ func (r *router) models() ([]string, error) {
 			ID string `json:"id"`
 		} `json:"data"`
 	}
-	if err := getJSON(r.base+"/v1/models", &l); err != nil {
+	if err := testproc.GetJSON(client, r.base+"/v1/models", &l); err != nil {
 		return nil, err
 	}
 	ids := make([]string, 0, len(l.Data))
@@ -199,7 +184,7 @@ func (r *router) models() ([]string, error) {
 // waitModels waits until /v1/models lists at least these ids.
 func (r *router) waitModels(t testing.TB, ids ...string) {
 	t.Helper()
-	eventually(t, 45*time.Second, "router lists "+strings.Join(ids, ","), func() error {
+	testproc.Eventually(t, 45*time.Second, "router lists "+strings.Join(ids, ","), func() error {
 		have, err := r.models()
 		if err != nil {
 			return err

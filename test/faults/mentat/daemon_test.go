@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
 // modelsWatch polls /v1/models without pause and records every answer that
@@ -68,10 +70,10 @@ func (w *modelsWatch) finish() (polls int, misses []string) {
 // reach routing.
 func TestDaemonRestart(t *testing.T) {
 	t.Parallel()
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	d := startDaemon(t, port)
-	startAgent(t, d.addr, engineOpts{group: "alpha", model: "alpha-7b", port: freePort(t)})
-	startAgent(t, d.addr, engineOpts{group: "beta", model: "beta-1b", port: freePort(t)})
+	startAgent(t, d.addr, engineOpts{group: "alpha", model: "alpha-7b", port: testproc.FreePort(t)})
+	startAgent(t, d.addr, engineOpts{group: "beta", model: "beta-1b", port: testproc.FreePort(t)})
 	// A long poll interval: after the restart only the /events WebSocket,
 	// reconnected, tells the router within the test's deadlines that
 	// something changed (the next poll is a minute after the router
@@ -79,20 +81,20 @@ func TestDaemonRestart(t *testing.T) {
 	r := startRouter(t, d.addr, "POLL_INTERVAL_S=60")
 	r.waitModels(t, "alpha-7b", "beta-1b")
 	var before daemonStatus
-	if err := getJSON("http://"+d.addr+"/status", &before); err != nil {
+	if err := testproc.GetJSON(client, "http://"+d.addr+"/status", &before); err != nil {
 		t.Fatal(err)
 	}
 
 	w := watchModels(r, "alpha-7b", "beta-1b")
 	time.Sleep(300 * time.Millisecond) // a few good polls before the restart
-	d.stop(10 * time.Second)
+	d.Stop(10 * time.Second)
 	d2 := startDaemon(t, port)
 
 	// The agents notice the new boot at their next heartbeat and register
 	// again; the router must then see both groups on the new daemon.
-	eventually(t, 30*time.Second, "agents registered with the new daemon", func() error {
+	testproc.Eventually(t, 30*time.Second, "agents registered with the new daemon", func() error {
 		var st daemonStatus
-		if err := getJSON("http://"+d2.addr+"/status", &st); err != nil {
+		if err := testproc.GetJSON(client, "http://"+d2.addr+"/status", &st); err != nil {
 			return err
 		}
 		if st.BootID == before.BootID {
@@ -106,8 +108,8 @@ func TestDaemonRestart(t *testing.T) {
 	// The reconnected WebSocket rings the doorbell for every change: a
 	// group that registers now shows up well before the next poll.
 	registered := time.Now()
-	startAgent(t, d2.addr, engineOpts{group: "gamma", model: "gamma-3b", port: freePort(t)})
-	eventually(t, 20*time.Second, "gamma-3b routable through the reconnected /events", func() error {
+	startAgent(t, d2.addr, engineOpts{group: "gamma", model: "gamma-3b", port: testproc.FreePort(t)})
+	testproc.Eventually(t, 20*time.Second, "gamma-3b routable through the reconnected /events", func() error {
 		ids, err := r.models()
 		if err != nil || !slices.Contains(ids, "gamma-3b") {
 			return fmt.Errorf("/v1/models lists %v %v", ids, err)

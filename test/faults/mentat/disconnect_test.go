@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
 // routerUsage is the router's own count of goroutines (from /metrics) and
@@ -29,7 +31,7 @@ func measure(r *router) (routerUsage, error) {
 	if err != nil {
 		return routerUsage{}, err
 	}
-	p, err := readProc(r.pid())
+	p, err := readProc(r.PID())
 	return routerUsage{goroutines: int(g), procUsage: p}, err
 }
 
@@ -40,7 +42,7 @@ func settled(t *testing.T, r *router, engine string) routerUsage {
 	t.Helper()
 	var last routerUsage
 	steady := 0
-	eventually(t, 60*time.Second, "router settled", func() error {
+	testproc.Eventually(t, 60*time.Second, "router settled", func() error {
 		time.Sleep(400 * time.Millisecond)
 		inflight, err := scrapeGauge(r.base+"/metrics", "mentat_serve_inflight_requests")
 		if err != nil {
@@ -129,8 +131,8 @@ func abandon(t *testing.T, r *router, model string, n, conc int) (hungUp int64) 
 func TestClientDisconnects(t *testing.T) {
 	t.Parallel()
 	const n, conc = 2000, 48
-	d := startDaemon(t, freePort(t))
-	startAgent(t, d.addr, engineOpts{group: "alpha", model: "alpha-7b", port: freePort(t), itl: 5 * time.Millisecond})
+	d := startDaemon(t, testproc.FreePort(t))
+	startAgent(t, d.addr, engineOpts{group: "alpha", model: "alpha-7b", port: testproc.FreePort(t), itl: 5 * time.Millisecond})
 	r := startRouter(t, d.addr)
 	r.waitModels(t, "alpha-7b")
 	engine := "http://127.0.0.1:" + enginePort(t, r, "alpha")

@@ -9,15 +9,17 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
 // twoGroups starts a daemon with engines alpha (model alpha-7b) and beta
 // (beta-1b) and a router on it, and waits until both models route.
 func twoGroups(t *testing.T, routerExtra ...string) (*daemon, *router) {
 	t.Helper()
-	d := startDaemon(t, freePort(t))
-	startAgent(t, d.addr, engineOpts{group: "alpha", model: "alpha-7b", port: freePort(t)})
-	startAgent(t, d.addr, engineOpts{group: "beta", model: "beta-1b", port: freePort(t)})
+	d := startDaemon(t, testproc.FreePort(t))
+	startAgent(t, d.addr, engineOpts{group: "alpha", model: "alpha-7b", port: testproc.FreePort(t)})
+	startAgent(t, d.addr, engineOpts{group: "beta", model: "beta-1b", port: testproc.FreePort(t)})
 	r := startRouter(t, d.addr, routerExtra...)
 	r.waitModels(t, "alpha-7b", "beta-1b")
 	return d, r
@@ -43,7 +45,7 @@ func drainAsync(s *stream) <-chan drained {
 func waitUnhealthy(t *testing.T, r *router, group, want string) string {
 	t.Helper()
 	var why string
-	eventually(t, 30*time.Second, group+" unhealthy ("+want+")", func() error {
+	testproc.Eventually(t, 30*time.Second, group+" unhealthy ("+want+")", func() error {
 		st, err := r.status()
 		if err != nil {
 			return err
@@ -123,7 +125,7 @@ func TestEngineKilledMidStream(t *testing.T) {
 	if !strings.Contains(why, "no running actors") && !strings.Contains(why, "probe failed") {
 		t.Fatalf("why_not %q names neither the dead actor nor the failed probe", why)
 	}
-	eventually(t, 30*time.Second, "alpha-7b gone from /v1/models", func() error {
+	testproc.Eventually(t, 30*time.Second, "alpha-7b gone from /v1/models", func() error {
 		ids, err := r.models()
 		if err != nil {
 			return err
@@ -177,7 +179,7 @@ func TestEngineFrozen(t *testing.T) {
 	}()
 	// Freeze once the plain request is running in the engine too.
 	engine := "http://127.0.0.1:" + enginePort(t, r, "alpha")
-	eventually(t, 20*time.Second, "4 requests running in alpha's engine", func() error {
+	testproc.Eventually(t, 20*time.Second, "4 requests running in alpha's engine", func() error {
 		n, err := scrapeGauge(engine+"/metrics", "vllm:num_requests_running")
 		if err != nil || n < 4 {
 			return fmt.Errorf("running %v %v", n, err)

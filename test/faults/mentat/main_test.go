@@ -6,38 +6,15 @@
 package mentat
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
-	"go.uber.org/goleak"
-
-	"github.com/fe64bb06/frontdoor/internal/testbin"
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
-// The binaries, built once in TestMain.
-var binEngine, binMentatd, binServe string
-
+// The binaries are built before the first test; testproc.Bin finds them.
 func TestMain(m *testing.M) {
-	var err error
-	for _, b := range []struct {
-		dst  *string
-		name string
-	}{{&binEngine, "enginesim"}, {&binMentatd, "mentatd"}, {&binServe, "mentatd-serve"}} {
-		if *b.dst, err = testbin.Path(b.name); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			testbin.Cleanup()
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	client.CloseIdleConnections()
-	testbin.Cleanup()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	testproc.Main(m, testproc.Suite{
+		Build: []string{"enginesim", "mentatd", "mentatd-serve"},
+		AtEnd: []func(){client.CloseIdleConnections},
+	})
 }

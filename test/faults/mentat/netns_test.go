@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
 // The dropped-link test's addresses. Only this test uses 10.231.213.0/24;
@@ -133,7 +135,7 @@ func makeNode(t *testing.T) *node {
 }
 
 // start runs argv inside the namespace.
-func (n *node) start(t *testing.T, name string, env []string, argv ...string) *proc {
+func (n *node) start(t *testing.T, name string, env []string, argv ...string) *testproc.Proc {
 	return start(t, name, env, append([]string{"ip", "netns", "exec", n.ns}, argv...)...)
 }
 
@@ -179,11 +181,11 @@ func TestLinkDrop(t *testing.T) {
 	// announce interval): the router's probe alone must notice the cut.
 	n.start(t, "mentatd daemon (netns)", cleanEnv("MENTAT_HTTP_HOST="+lanNode, "MENTAT_HTTP_PORT="+strconv.Itoa(dport),
 		"MENTAT_ANNOUNCE_IFACES=fab0,lan0", "MENTAT_ANNOUNCE_PORT=0", "MENTAT_ANNOUNCE_INTERVAL_S=3600",
-		"MENTAT_AGENT_TIMEOUT_S=6"), binMentatd, "daemon").
-		waitLine(t, 30*time.Second, `event=http_listening`)
+		"MENTAT_AGENT_TIMEOUT_S=6"), testproc.Bin(t, "mentatd"), "daemon").
+		WaitOutput(t, 30*time.Second, `event=http_listening`)
 	n.start(t, "agent (netns)", cleanEnv("MENTAT_DAEMON="+daemonAddr, "MENTAT_GROUP=alpha", "MENTAT_CONTAINER=alpha",
 		"MENTAT_OPENAI_API="+strconv.Itoa(eport)+"/v1", "MENTAT_MODEL_PROVIDER=vllm"),
-		binMentatd, "agent", "--", binEngine, "--model", "alpha-7b", "--host", "0.0.0.0", "--port", strconv.Itoa(eport),
+		testproc.Bin(t, "mentatd"), "agent", "--", testproc.Bin(t, "enginesim"), "--model", "alpha-7b", "--host", "0.0.0.0", "--port", strconv.Itoa(eport),
 		"--ttft", "10ms", "--itl", "5ms", "--jitter", "0")
 	r := startRouter(t, daemonAddr, "ALLOWED_SOURCES="+allowedNS, "POLL_INTERVAL_S=1",
 		"PROBE_INTERVAL_S=1", "PROBE_TIMEOUT_S=1", "PROBE_PROMOTE_S=5", "SERVING_TIMEOUT_S=5")
@@ -191,7 +193,7 @@ func TestLinkDrop(t *testing.T) {
 
 	fab := "http://" + fabNode + ":" + strconv.Itoa(eport) + "/v1"
 	lan := "http://" + lanNode + ":" + strconv.Itoa(eport) + "/v1"
-	eventually(t, 30*time.Second, "alpha served over fab0", func() error {
+	testproc.Eventually(t, 30*time.Second, "alpha served over fab0", func() error {
 		u, cands, err := inUse(r, "alpha")
 		if err != nil || u != fab || len(cands) != 2 || cands[1] != lan {
 			return fmt.Errorf("in use %q of %v: %v", u, cands, err)
@@ -206,7 +208,7 @@ func TestLinkDrop(t *testing.T) {
 	cut := time.Now()
 	n.link(t, "fab0", "down")
 	var switched time.Time
-	eventually(t, 30*time.Second, "traffic moved to lan0", func() error {
+	testproc.Eventually(t, 30*time.Second, "traffic moved to lan0", func() error {
 		u, _, err := inUse(r, "alpha")
 		if err != nil || u != lan {
 			return fmt.Errorf("in use %q: %v", u, err)
@@ -224,7 +226,7 @@ func TestLinkDrop(t *testing.T) {
 
 	n.link(t, "fab0", "up")
 	var back time.Time
-	eventually(t, 45*time.Second, "traffic back on fab0", func() error {
+	testproc.Eventually(t, 45*time.Second, "traffic back on fab0", func() error {
 		u, _, err := inUse(r, "alpha")
 		if err != nil || u != fab {
 			return fmt.Errorf("in use %q: %v", u, err)
