@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/mortred/model/testmodel"
 	"github.com/fe64bb06/frontdoor/test/e2e/mortred/stack"
 )
@@ -29,7 +30,7 @@ type ctlRun struct {
 // environment as an operator's shell would be.
 func ctl(t *testing.T, sup *stack.Supervisor, extraEnv []string, args ...string) ctlRun {
 	t.Helper()
-	cmd := exec.Command(stack.Bin(t, "mortredctl"), args...)
+	cmd := exec.Command(testproc.Bin(t, "mortredctl"), args...)
 	cmd.Env = stack.BaseEnv(append([]string{
 		"MORTREDCTL_ADDR=" + strings.TrimPrefix(sup.Conf.APIURL(), "http://"),
 		"MORTREDCTL_GATEWAY_ADDR=" + strings.TrimPrefix(sup.Conf.GatewayURL(), "http://"),
@@ -193,7 +194,7 @@ func testCtl(t *testing.T, sup *stack.Supervisor) {
 		}
 	})
 	t.Run("exit codes", func(t *testing.T) {
-		free := stack.FreePort(t)
+		free := testproc.FreePort(t)
 		cases := []struct {
 			name   string
 			env    []string
@@ -263,8 +264,8 @@ func testCtl(t *testing.T, sup *stack.Supervisor) {
 		before := sup.WaitReady(t, "TM", 30*time.Second)
 		golden(t, "stop", normalise(sup, ok(t, "stop", "TM").stdout))
 		st := sup.Server(t, "TM")
-		if st.State != "stopped" || st.PID != 0 || stack.Alive(before.PID) {
-			t.Fatalf("after stop: %+v (old pid alive: %v)", st, stack.Alive(before.PID))
+		if st.State != "stopped" || st.PID != 0 || testproc.Alive(before.PID) {
+			t.Fatalf("after stop: %+v (old pid alive: %v)", st, testproc.Alive(before.PID))
 		}
 		if r := ok(t, "status"); !regexp.MustCompile(`(?m)^TM +stopped +no +- +0 +\d+ +last exit: `).MatchString(r.stdout) {
 			t.Fatalf("status after stop:\n%s", r.stdout)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/test/e2e/mortred/stack"
 )
 
@@ -44,7 +45,7 @@ func testTLSEdge(t *testing.T, sup *stack.Supervisor) {
 		t.Fatalf("openssl: %v\n%s", err, out)
 	}
 	edge := filepath.Join(dir, "edge")
-	port := stack.FreePort(t)
+	port := testproc.FreePort(t)
 	r := ctl(t, sup, nil, "init-edge", "--mode", "files", "--cert", cert, "--key", key,
 		"--out", edge, "--listen", fmt.Sprint(port), "--server-name", "localhost")
 	if r.code != 0 || !strings.Contains(r.stdout, "nginx -t -p "+edge) {
@@ -103,7 +104,7 @@ func testTLSEdge(t *testing.T, sup *stack.Supervisor) {
 		data, err := io.ReadAll(resp.Body)
 		return resp.StatusCode, resp.Header, data, err
 	}
-	stack.Eventually(t, 30*time.Second, "nginx answers over TLS", func() error {
+	testproc.Eventually(t, 30*time.Second, "nginx answers over TLS", func() error {
 		select {
 		case <-ngx.Done():
 			t.Fatalf("nginx exited: %s", ngx.Output())
@@ -139,7 +140,7 @@ func testTLSEdge(t *testing.T, sup *stack.Supervisor) {
 
 	t.Run("lan mode passes nginx -t", func(t *testing.T) {
 		lan := filepath.Join(t.TempDir(), "lan")
-		r := ctl(t, sup, nil, "--json", "init-edge", "--mode", "lan", "--out", lan, "--listen", fmt.Sprint(stack.FreePort(t)), "--server-name", "mortred.lan")
+		r := ctl(t, sup, nil, "--json", "init-edge", "--mode", "lan", "--out", lan, "--listen", fmt.Sprint(testproc.FreePort(t)), "--server-name", "mortred.lan")
 		if r.code != 0 || !strings.Contains(r.stdout, `"nginx_conf":"`+lan+`/nginx.conf"`) {
 			t.Fatalf("init-edge lan: %s", r)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/test/e2e/mortred/stack"
 )
 
@@ -43,7 +44,7 @@ func TestGatewayFailClosed(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			p := stack.Start(t, stack.Bin(t, "mortred-gateway"), []string{"--config", c.config}, stack.BaseEnv(c.env...))
+			p := stack.Start(t, testproc.Bin(t, "mortred-gateway"), []string{"--config", c.config}, stack.BaseEnv(c.env...))
 			code, ok := p.ExitCode(30 * time.Second)
 			if !ok {
 				t.Fatalf("still running with %v", c.env)
@@ -55,9 +56,9 @@ func TestGatewayFailClosed(t *testing.T) {
 	}
 	t.Run("API token alone starts it", func(t *testing.T) {
 		t.Parallel()
-		p := stack.Start(t, stack.Bin(t, "mortred-gateway"), []string{"--config", conf.File},
+		p := stack.Start(t, testproc.Bin(t, "mortred-gateway"), []string{"--config", conf.File},
 			stack.BaseEnv("MORTRED_API_TOKEN=api", "MORTRED_METRICS_TOKEN=m"))
-		stack.Eventually(t, 30*time.Second, "gateway /healthz", func() error {
+		testproc.Eventually(t, 30*time.Second, "gateway /healthz", func() error {
 			select {
 			case <-p.Done():
 				t.Fatalf("exited: %s", p.Output())

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/test/e2e/mortred/stack"
 )
 
@@ -30,8 +31,8 @@ const (
 type gatewayRig struct {
 	conf   *stack.Conf
 	url    string
-	models map[string]*stack.Proc
-	gw     *stack.Proc
+	models map[string]*testproc.Proc
+	gw     *testproc.Proc
 }
 
 func (g *gatewayRig) do(t *testing.T, r stack.Req) stack.Reply {
@@ -66,12 +67,12 @@ func wantEnvelope(t *testing.T, rep stack.Reply, code, status int) stack.Respons
 }
 
 // startModel runs one model server from the generated catalog with token.
-func startModel(t *testing.T, conf *stack.Conf, id, token string) *stack.Proc {
+func startModel(t *testing.T, conf *stack.Conf, id, token string) *testproc.Proc {
 	t.Helper()
-	p := stack.Start(t, stack.Bin(t, "mortred-server"), []string{"--config", conf.ServerFile(id)},
+	p := stack.Start(t, testproc.Bin(t, "mortred-server"), []string{"--config", conf.ServerFile(id)},
 		stack.BaseEnv("MORTRED_AUTH_TOKEN="+token))
 	url := fmt.Sprintf("http://127.0.0.1:%d/ready", conf.Models[id].Port)
-	stack.Eventually(t, 60*time.Second, id+" ready", func() error {
+	testproc.Eventually(t, 60*time.Second, id+" ready", func() error {
 		select {
 		case <-p.Done():
 			t.Fatalf("model server %s exited: %s", id, p.Output())
@@ -142,7 +143,7 @@ func TestGateway(t *testing.T) {
 		{ID: "RESET", Port: reset.Addr().(*net.TCPAddr).Port},
 	}
 	conf := stack.WriteConf(t, models, map[string]any{"request_size_limit_mb": 4})
-	rig := &gatewayRig{conf: conf, url: conf.GatewayURL(), models: map[string]*stack.Proc{}}
+	rig := &gatewayRig{conf: conf, url: conf.GatewayURL(), models: map[string]*testproc.Proc{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, m := range models {
@@ -166,10 +167,10 @@ func TestGateway(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	rig.gw = stack.Start(t, stack.Bin(t, "mortred-gateway"), []string{"--config", conf.File}, stack.BaseEnv(
+	rig.gw = stack.Start(t, testproc.Bin(t, "mortred-gateway"), []string{"--config", conf.File}, stack.BaseEnv(
 		"MORTRED_GATEWAY_AUTH_TOKEN="+gwToken, "MORTRED_API_TOKEN="+gwAPIToken,
 		"MORTRED_METRICS_TOKEN="+gwMetrics, "MORTRED_AUTH_TOKEN="+gwModelTok))
-	stack.Eventually(t, 30*time.Second, "gateway /healthz", func() error {
+	testproc.Eventually(t, 30*time.Second, "gateway /healthz", func() error {
 		r, err := stack.Do(stack.Req{URL: rig.url + "/healthz"})
 		if err != nil || r.Code != 200 {
 			return fmt.Errorf("%v %v", r, err)
@@ -529,7 +530,7 @@ func testGatewayHangUp(t *testing.T, g *gatewayRig) {
 		resp.Body.Close()
 		t.Fatalf("answered %d before the model could", resp.StatusCode)
 	}
-	stack.Eventually(t, 30*time.Second, "hang-up counted", func() error {
+	testproc.Eventually(t, 30*time.Second, "hang-up counted", func() error {
 		rep := g.do(t, stack.Req{URL: "/metrics", Token: gwMetrics})
 		if !bytes.Contains(rep.Body, []byte(`mortred_gateway_client_closed_total{model="NOASYNC"} 1`)) {
 			return fmt.Errorf("not counted yet")

@@ -5,25 +5,12 @@
 package e2e
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
-	"go.uber.org/goleak"
-
-	"github.com/fe64bb06/frontdoor/internal/testbin"
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/test/e2e/mortred/stack"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	stack.CloseIdle()
-	testbin.Cleanup()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	testproc.Main(m, testproc.Suite{AtEnd: []func(){stack.CloseIdle}})
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/test/e2e/mortred/stack"
 )
 
@@ -258,7 +259,7 @@ func testUIServed(t *testing.T, sup *stack.Supervisor) {
 // inferOK polls an inference through the gateway until it answers 200.
 func inferOK(t *testing.T, sup *stack.Supervisor, id string) {
 	t.Helper()
-	stack.Eventually(t, 30*time.Second, "inference on "+id, func() error {
+	testproc.Eventually(t, 30*time.Second, "inference on "+id, func() error {
 		rep, err := stack.Do(stack.Req{URL: sup.Conf.GatewayURL() + "/v1/models/" + id + "/infer", Token: sup.Tokens.API, Body: stack.Envelope("x", "", stack.DarkPNG)})
 		if err != nil || rep.Code != 200 {
 			return fmt.Errorf("%v %v", rep, err)
@@ -279,7 +280,7 @@ func testCrashRestart(t *testing.T, sup *stack.Supervisor) {
 	if after.RestartCount != 1 || after.LastExitStatus != "killed by signal killed" {
 		t.Fatalf("after the crash: %+v", after)
 	}
-	if stack.Alive(before.PID) {
+	if testproc.Alive(before.PID) {
 		t.Fatalf("old pid %d still alive", before.PID)
 	}
 	inferOK(t, sup, "CRASH")
@@ -437,7 +438,7 @@ func testNoOrphans(t *testing.T, sup *stack.Supervisor) {
 		t.Fatalf("supervisor exit %d (exited: %v): %s", code, ok, sup.Output())
 	}
 	for _, pid := range pids {
-		if stack.Alive(pid) {
+		if testproc.Alive(pid) {
 			t.Errorf("child pid %d outlived the supervisor", pid)
 		}
 		if err := syscall.Kill(-pid, 0); err != syscall.ESRCH {

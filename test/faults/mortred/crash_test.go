@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/test/e2e/mortred/stack"
 )
 
@@ -24,7 +25,7 @@ func killMidRequest(t *testing.T, d deployment, id string, pid int) (time.Time, 
 		r, err := d.infer(id, stack.Envelope("doomed", `{"delay_ms":20000}`, stack.DarkPNG))
 		ch <- result{r, err}
 	}()
-	stack.Eventually(t, 30*time.Second, id+" busy with the doomed request", func() error {
+	testproc.Eventually(t, 30*time.Second, id+" busy with the doomed request", func() error {
 		n, err := d.modelMetric(id, "mortred_workers_busy")
 		if err != nil || n < 1 {
 			return fmt.Errorf("busy %v %v", n, err)

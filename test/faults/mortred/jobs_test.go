@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/test/e2e/mortred/stack"
 )
 
@@ -55,7 +56,7 @@ func TestJobsSurviveGatewayRestart(t *testing.T) {
 
 	// The job is still known, and finishes.
 	var state string
-	stack.Eventually(t, 30*time.Second, "job visible through the new gateway", func() error {
+	testproc.Eventually(t, 30*time.Second, "job visible through the new gateway", func() error {
 		r, err := get(job.PollURL)
 		if err != nil || r.Code != http.StatusOK {
 			return fmt.Errorf("%v %v", r, err)
@@ -73,7 +74,7 @@ func TestJobsSurviveGatewayRestart(t *testing.T) {
 	if state != "pending" && state != "running" && state != "done" {
 		t.Fatalf("job state after the gateway restart: %q", state)
 	}
-	stack.Eventually(t, 60*time.Second, "job done", func() error {
+	testproc.Eventually(t, 60*time.Second, "job done", func() error {
 		r, err := get(job.PollURL + "/wait?timeout=5000")
 		if err != nil || r.Code != http.StatusOK {
 			return fmt.Errorf("%v %v", r, err)

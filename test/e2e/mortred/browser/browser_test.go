@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/fe64bb06/frontdoor/internal/testbin"
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/mortred/model/testmodel"
 	"github.com/fe64bb06/frontdoor/test/e2e/mortred/stack"
 )
@@ -171,7 +172,7 @@ func TestWebUI(t *testing.T) {
 		step(t, ctx, "click stop", chromedp.Click(chromedp.CSS(`#servers tr[data-id="TM"] button[data-action="stop"]`)))
 		until(t, ctx, "stop toast", toastIs("stop TM: ok"))
 		until(t, ctx, "TM shown stopped", stateOf("TM")+` === "stopped"`)
-		if st := sup.Server(t, "TM"); st.State != "stopped" || stack.Alive(before.PID) {
+		if st := sup.Server(t, "TM"); st.State != "stopped" || testproc.Alive(before.PID) {
 			t.Fatalf("the UI said stopped, the supervisor says %+v", st)
 		}
 		if st := sup.Server(t, "OTHER"); st.State != "running" {

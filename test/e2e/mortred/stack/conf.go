@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
 // Model is one model server of a generated catalog, a copy of
@@ -57,7 +59,7 @@ func (c *Conf) LogDir() string { return filepath.Join(c.Dir, "logs") }
 func WriteConf(t testing.TB, models []Model, gateway map[string]any) *Conf {
 	t.Helper()
 	dir := t.TempDir()
-	c := &Conf{Dir: dir, File: filepath.Join(dir, "mortred.toml"), APIPort: FreePort(t), GatewayPort: FreePort(t), Models: map[string]Model{}}
+	c := &Conf{Dir: dir, File: filepath.Join(dir, "mortred.toml"), APIPort: testproc.FreePort(t), GatewayPort: testproc.FreePort(t), Models: map[string]Model{}}
 	for _, sub := range []string{"server", "models"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			t.Fatal(err)
@@ -77,7 +79,7 @@ func WriteConf(t testing.TB, models []Model, gateway map[string]any) *Conf {
 	}), table(gw))
 	for _, m := range models {
 		if m.Port == 0 {
-			m.Port = FreePort(t)
+			m.Port = testproc.FreePort(t)
 		}
 		c.Models[m.ID] = m
 		if len(m.Policy) > 0 {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fe64bb06/frontdoor/internal/testbin"
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
 // Tokens are the three secrets of a deployment, as init-trust writes them.
@@ -29,20 +29,9 @@ func (tk Tokens) Env(extra ...string) []string {
 
 // Supervisor is a running mortred-supervisor with its children.
 type Supervisor struct {
-	*Proc
+	*testproc.Proc
 	Conf   *Conf
 	Tokens Tokens
-}
-
-// Bin builds (once) and returns a binary's path, failing the test if the
-// build fails.
-func Bin(t testing.TB, name string) string {
-	t.Helper()
-	p, err := testbin.Path(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // StartSupervisor runs mortred-supervisor on conf and waits until its API
@@ -50,11 +39,11 @@ func Bin(t testing.TB, name string) string {
 // found beside the supervisor's (testbin builds them into one directory).
 func StartSupervisor(t testing.TB, conf *Conf, tk Tokens) *Supervisor {
 	t.Helper()
-	Bin(t, "mortred-server")
-	Bin(t, "mortred-gateway")
-	p := Start(t, Bin(t, "mortred-supervisor"), []string{"--config", conf.File}, tk.Env())
+	testproc.Bin(t, "mortred-server")
+	testproc.Bin(t, "mortred-gateway")
+	p := Start(t, testproc.Bin(t, "mortred-supervisor"), []string{"--config", conf.File}, tk.Env())
 	s := &Supervisor{Proc: p, Conf: conf, Tokens: tk}
-	Eventually(t, 60*time.Second, "supervisor health", func() error {
+	testproc.Eventually(t, 60*time.Second, "supervisor health", func() error {
 		select {
 		case <-p.Done():
 			t.Fatalf("supervisor exited: %s", p.Output())
@@ -122,7 +111,7 @@ func (s *Supervisor) Server(t testing.TB, id string) Status {
 func (s *Supervisor) WaitFor(t testing.TB, id string, timeout time.Duration, what string, ok func(Status) bool) Status {
 	t.Helper()
 	var last Status
-	Eventually(t, timeout, id+" "+what, func() error {
+	testproc.Eventually(t, timeout, id+" "+what, func() error {
 		last = s.Server(t, id)
 		if ok(last) {
 			return nil
