@@ -5,7 +5,6 @@ package main
 // test binary re-executed as a tiny HTTP server (helperMain).
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,10 +12,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,38 +22,17 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"go.uber.org/goleak"
 
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/mentat/wire"
 )
-
-var bin string // the mentatd binary
 
 func TestMain(m *testing.M) {
 	if os.Getenv("MENTATD_TEST_HELPER") == "serve" {
 		helperMain()
 		return
 	}
-	dir, err := os.MkdirTemp("", "mentatd-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin = filepath.Join(dir, "mentatd")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	testproc.Main(m, testproc.Suite{Build: []string{"mentatd"}})
 }
 
 // helperMain is the fake engine: HTTP on HELPER_ADDR; on SIGTERM it says so
@@ -78,116 +54,31 @@ func helperMain() {
 	os.Exit(3)
 }
 
-// proc is a started mentatd with its output collected.
-type proc struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  strings.Builder
-	done chan struct{}
-	code int
-}
-
-func start(t *testing.T, env []string, args ...string) *proc {
+// start runs the mentatd binary with args and the test's environment plus
+// env (testproc.Start).
+func start(t *testing.T, env []string, args ...string) *testproc.Proc {
 	t.Helper()
-	p := &proc{t: t, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(os.Environ(), env...)
-	pr, pw := io.Pipe()
-	p.cmd.Stdout, p.cmd.Stderr = pw, pw
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.out.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	go func() {
-		_ = p.cmd.Wait()
-		p.code = p.cmd.ProcessState.ExitCode()
-		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			p.code = 128 + int(ws.Signal())
-		}
-		pw.Close()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			t.Logf("%s output:\n%s", strings.Join(args, " "), p.output())
-		}
-	})
-	return p
+	return testproc.Start(t, testproc.Options{Name: "mentatd " + strings.Join(args, " "), Env: append(os.Environ(), env...)},
+		append([]string{testproc.Bin(t, "mentatd")}, args...)...)
 }
 
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
-
-// waitOutput waits for a line matching re and returns its submatches.
-func (p *proc) waitOutput(re string) []string {
-	p.t.Helper()
-	rx := regexp.MustCompile(re)
-	var m []string
-	eventually(p.t, "output "+re, func() bool { m = rx.FindStringSubmatch(p.output()); return m != nil })
-	return m
-}
-
-func (p *proc) signal(s syscall.Signal) { _ = p.cmd.Process.Signal(s) }
-
-// wait waits for the process to exit and returns its status.
-func (p *proc) wait() int {
-	p.t.Helper()
-	select {
-	case <-p.done:
-		return p.code
-	case <-time.After(30 * time.Second):
-		p.t.Fatalf("process did not exit; output:\n%s", p.output())
-		return -1
+// wait waits for p to exit and returns its status as a shell reports it
+// (128+n for death by signal n).
+func wait(t *testing.T, p *testproc.Proc) int {
+	t.Helper()
+	st, ok := p.State(30 * time.Second)
+	if !ok {
+		t.Fatalf("process did not exit; output:\n%s", p.Output())
 	}
-}
-
-func (p *proc) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
 	}
-	p.signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	return st.ExitCode()
 }
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(30 * time.Millisecond)
-	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	testproc.Until(t, 30*time.Second, what, cond)
 }
 
 // daemonEnv is a fast daemon (its agent timeout generous enough that a
@@ -200,9 +91,9 @@ func daemonEnv(port int, extra ...string) []string {
 		"MENTAT_PEERS=", "MENTAT_ANNOUNCE_ADDR=", "MENTAT_NODE_IP="}, extra...)
 }
 
-func startDaemon(t *testing.T, extra ...string) (*proc, string) {
+func startDaemon(t *testing.T, extra ...string) (*testproc.Proc, string) {
 	p := start(t, daemonEnv(0, extra...), "daemon")
-	addr := p.waitOutput(`event=http_listening addr=(\S+)`)[1]
+	addr := p.WaitOutput(t, 30*time.Second, `event=http_listening addr=(\S+)`)[1]
 	return p, addr
 }
 
@@ -290,7 +181,7 @@ func actorStates(t *testing.T, addr, group string) func() []string {
 func TestActorLifecycleSignalsAndNarrowBind(t *testing.T) {
 	_, daddr := startDaemon(t)
 	states := actorStates(t, daddr, "g1")
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	exe, _ := os.Executable()
 	a := start(t, append(agentEnv(daddr, "MENTAT_GROUP=g1", fmt.Sprintf("MENTAT_OPENAI_API=%d/v1", port),
 		"MENTAT_MODEL_PROVIDER=VLLM"), helperEnv(fmt.Sprintf("127.0.0.1:%d", port))...),
@@ -314,13 +205,13 @@ func TestActorLifecycleSignalsAndNarrowBind(t *testing.T) {
 			t.Fatalf("actor %+v", act)
 		}
 	}
-	a.waitOutput(`event=service_bind_narrow service=openai port=` + strconv.Itoa(port))
+	a.WaitOutput(t, 30*time.Second, `event=service_bind_narrow service=openai port=`+strconv.Itoa(port))
 
-	a.signal(syscall.SIGTERM)
-	if code := a.wait(); code != 3 {
+	a.Signal(syscall.SIGTERM)
+	if code := wait(t, a); code != 3 {
 		t.Fatalf("agent exit status %d, want the engine's 3", code)
 	}
-	if !strings.Contains(a.output(), "helper got SIGTERM") {
+	if !strings.Contains(a.Output(), "helper got SIGTERM") {
 		t.Fatal("SIGTERM did not reach the engine")
 	}
 	eventually(t, "spawning, running, dead on /events", func() bool {
@@ -353,7 +244,7 @@ func TestKilledEngineIsDeadThenAgentAgesOut(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if code := a.wait(); code != 137 {
+	if code := wait(t, a); code != 137 {
 		t.Fatalf("agent exit status %d, want 137", code)
 	}
 	s := status(t, daddr)
@@ -377,27 +268,27 @@ func TestKilledEngineIsDeadThenAgentAgesOut(t *testing.T) {
 }
 
 func TestAgentSurvivesDaemonRestart(t *testing.T) {
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	d1 := start(t, daemonEnv(port), "daemon")
-	daddr := d1.waitOutput(`event=http_listening addr=(\S+)`)[1]
+	daddr := d1.WaitOutput(t, 30*time.Second, `event=http_listening addr=(\S+)`)[1]
 	a := start(t, agentEnv(daddr, "MENTAT_GROUP=g3", "MENTAT_MCP_API=9000/mcp"), "agent")
 	eventually(t, "registered", func() bool {
 		s := status(t, daddr)
 		return s != nil && s.Groups["g3"].Agents["g3@c1@127.0.0.1"].Alive
 	})
-	d1.signal(syscall.SIGTERM)
-	if code := d1.wait(); code != 0 {
+	d1.Signal(syscall.SIGTERM)
+	if code := wait(t, d1); code != 0 {
 		t.Fatalf("daemon exit status %d on SIGTERM", code)
 	}
 	d2 := start(t, daemonEnv(port), "daemon")
-	d2.waitOutput(`event=http_listening`)
+	d2.WaitOutput(t, 30*time.Second, `event=http_listening`)
 	eventually(t, "re-registered with the new daemon", func() bool {
 		s := status(t, daddr)
 		return s != nil && s.Groups["g3"].Agents["g3@c1@127.0.0.1"].Alive
 	})
-	a.waitOutput(`event=agent_reregistered`)
-	a.signal(syscall.SIGINT)
-	if code := a.wait(); code != 0 {
+	a.WaitOutput(t, 30*time.Second, `event=agent_reregistered`)
+	a.Signal(syscall.SIGINT)
+	if code := wait(t, a); code != 0 {
 		t.Fatalf("agent without a command exit status %d, want 0", code)
 	}
 	eventually(t, "deregistered", func() bool { return len(status(t, daddr).Groups) == 0 })
@@ -405,22 +296,22 @@ func TestAgentSurvivesDaemonRestart(t *testing.T) {
 
 func TestAgentRefusesBadConfig(t *testing.T) {
 	a := start(t, agentEnv("127.0.0.1:1", "MENTAT_GROUP=g", "MENTAT_OPENAI_API=https://h:1/v1"), "agent")
-	if code := a.wait(); code != 2 || !strings.Contains(a.output(), "MENTAT_OPENAI_API") {
-		t.Fatalf("status %d output %q", code, a.output())
+	if code := wait(t, a); code != 2 || !strings.Contains(a.Output(), "MENTAT_OPENAI_API") {
+		t.Fatalf("status %d output %q", code, a.Output())
 	}
 	d := start(t, daemonEnv(0, "MENTAT_SECRET_FILE="+filepath.Join(t.TempDir(), "missing")), "daemon")
-	if code := d.wait(); code != 2 || !strings.Contains(d.output(), "MENTAT_SECRET_FILE") {
-		t.Fatalf("daemon with an unreadable secret file: status %d output %q", code, d.output())
+	if code := wait(t, d); code != 2 || !strings.Contains(d.Output(), "MENTAT_SECRET_FILE") {
+		t.Fatalf("daemon with an unreadable secret file: status %d output %q", code, d.Output())
 	}
 	// `mentatd serve` is the router: its boot rules apply (an unreadable
 	// MENTAT_SECRET_FILE stops it with the reason).
 	s := start(t, []string{"MENTAT_SECRET_FILE=" + filepath.Join(t.TempDir(), "missing"), "SERVE_PORT=0", "MENTAT_ANNOUNCE_PORT=0"}, "serve")
-	if code := s.wait(); code != 1 || !strings.Contains(s.output(), "MENTAT_SECRET_FILE") {
-		t.Fatalf("mentatd serve with an unreadable secret file: %d %q", code, s.output())
+	if code := wait(t, s); code != 1 || !strings.Contains(s.Output(), "MENTAT_SECRET_FILE") {
+		t.Fatalf("mentatd serve with an unreadable secret file: %d %q", code, s.Output())
 	}
 	s = start(t, nil, "serve", "extra")
-	if code := s.wait(); code != 2 {
-		t.Fatalf("mentatd serve with an argument: %d %q", code, s.output())
+	if code := wait(t, s); code != 2 {
+		t.Fatalf("mentatd serve with an argument: %d %q", code, s.Output())
 	}
 }
 
@@ -462,7 +353,7 @@ func TestSignedAnnouncementsAndMesh(t *testing.T) {
 func TestCommandNotFound(t *testing.T) {
 	_, daddr := startDaemon(t)
 	a := start(t, agentEnv(daddr, "MENTAT_GROUP=g4"), "agent", "--", "/nonexistent/engine")
-	if code := a.wait(); code != 127 {
+	if code := wait(t, a); code != 127 {
 		t.Fatalf("exit status %d, want 127", code)
 	}
 	var act wire.Actor
