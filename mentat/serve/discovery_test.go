@@ -1,11 +1,11 @@
 package serve
 
 import (
-	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/mentat/wire"
 )
 
@@ -74,18 +74,6 @@ func TestPeersThroughSeedOnlyDaemon(t *testing.T) {
 	}
 }
 
-func sendUDP(t *testing.T, to net.Addr, b []byte) {
-	t.Helper()
-	c, err := net.Dial("udp", to.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write(b); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestAnnouncementsEndToEnd(t *testing.T) {
 	e := startEngine(t, "127.0.0.1:0", "am")
 	good := newFakeDaemon(t, nodeSnap("127.0.0.1", []string{"127.0.0.1"}, map[string]wire.Group{
@@ -110,12 +98,12 @@ func TestAnnouncementsEndToEnd(t *testing.T) {
 		return b
 	}
 	lo := []string{"127.0.0.1"}
-	sendUDP(t, to, ann("elsewhere", bad.addr(), lo, 1, "k"))                   // foreign universe
-	sendUDP(t, to, ann("default", bad.addr(), lo, 2, ""))                      // unsigned
-	sendUDP(t, to, ann("default", bad.addr(), lo, 3, "not-the-key"))           // badly signed
-	sendUDP(t, to, ann("default", bad.addr(), []string{"10.200.0.1"}, 4, "k")) // disallowed address
-	sendUDP(t, to, ann("default", bad.addr(), []string{"10.200.0.2"}, 5, "k"))
-	sendUDP(t, to, ann("default", good.addr(), lo, 6, "k"))
+	testproc.SendUDP(t, to, ann("elsewhere", bad.addr(), lo, 1, "k"))                   // foreign universe
+	testproc.SendUDP(t, to, ann("default", bad.addr(), lo, 2, ""))                      // unsigned
+	testproc.SendUDP(t, to, ann("default", bad.addr(), lo, 3, "not-the-key"))           // badly signed
+	testproc.SendUDP(t, to, ann("default", bad.addr(), []string{"10.200.0.1"}, 4, "k")) // disallowed address
+	testproc.SendUDP(t, to, ann("default", bad.addr(), []string{"10.200.0.2"}, 5, "k"))
+	testproc.SendUDP(t, to, ann("default", good.addr(), lo, 6, "k"))
 	r.waitGroup(t, "announced", "healthy via an announcement", func(g GroupStatus) bool { return g.Healthy })
 
 	counts := r.srv.Discovery().Receiver().Counts()
@@ -125,10 +113,10 @@ func TestAnnouncementsEndToEnd(t *testing.T) {
 	if _, ok := r.status(t).Groups["forged"]; ok {
 		t.Fatal("a dropped announcement's daemon was watched")
 	}
-	if n := r.logs.count("announce_source_not_allowed"); n != 1 || !strings.Contains(r.logs.String(), "allowed=127.0.0.1") {
+	if n := r.logs.CountEvent("announce_source_not_allowed"); n != 1 || !strings.Contains(r.logs.String(), "allowed=127.0.0.1") {
 		t.Fatalf("announce_source_not_allowed logged %d times:\n%s", n, r.logs.String())
 	}
-	if n := r.logs.count("announce_rejected"); n != 1 { // once per source; both came from 127.0.0.1
+	if n := r.logs.CountEvent("announce_rejected"); n != 1 { // once per source; both came from 127.0.0.1
 		t.Fatalf("announce_rejected logged %d times", n)
 	}
 	if strings.Contains(r.logs.String(), "elsewhere") {

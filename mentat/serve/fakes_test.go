@@ -1,8 +1,6 @@
 package serve
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -18,27 +16,9 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/fe64bb06/frontdoor/internal/logx"
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/mentat/wire"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) count(event string) int { return strings.Count(s.String(), "event="+event+" ") }
 
 // fakeDaemon serves /status and /events like mentatd.
 type fakeDaemon struct {
@@ -217,12 +197,12 @@ func testConfig(daemons ...string) Config {
 type running struct {
 	srv  *Server
 	base string
-	logs *syncBuffer
+	logs *testproc.Buffer
 }
 
 func startServer(t *testing.T, cfg Config) *running {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testproc.Buffer{}
 	s, err := New(cfg, logx.New(logs, -8))
 	if err != nil {
 		t.Fatal(err)
@@ -230,15 +210,7 @@ func startServer(t *testing.T, cfg Config) *running {
 	if err := s.Listen(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	testproc.Background(t, s.Run)
 	return &running{srv: s, base: "http://" + s.Addr().String(), logs: logs}
 }
 

@@ -206,7 +206,7 @@ func TestProbeRetriesReusedConnection(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n := r.logs.count("probe_failed"); n != 0 {
+	if n := r.logs.CountEvent("probe_failed"); n != 0 {
 		t.Fatalf("a keep-alive close marked the group unhealthy:\n%s", r.logs.String())
 	}
 	if g := r.status(t).Groups["g"]; !g.Healthy {

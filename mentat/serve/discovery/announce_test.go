@@ -5,33 +5,13 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/logx"
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/mentat/wire"
 )
-
-// syncBuffer is a log sink tests can read while goroutines write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) count(event string) int { return strings.Count(s.String(), "event="+event+" ") }
 
 var testNow = time.Unix(1787862155, 0)
 
@@ -40,7 +20,7 @@ func loopbackOnly() []*net.IPNet {
 	return []*net.IPNet{n}
 }
 
-func newTestReceiver(key string, logs *syncBuffer) *Receiver {
+func newTestReceiver(key string, logs *testproc.Buffer) *Receiver {
 	return NewReceiver(ReceiverConfig{
 		Universe: "prod", Key: []byte(key), Allow: NewAllow([]string{"10.100.0.", "127.0.0.1", "::1"}),
 		Subnets: loopbackOnly, Now: func() time.Time { return testNow }, Logger: logx.New(logs, -8),
@@ -64,7 +44,7 @@ func encode(t testing.TB, p wire.Announcement, key string) []byte {
 var src = netip.MustParseAddr("10.100.0.7")
 
 func TestAcceptOrderAndChecks(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testproc.Buffer{}
 	r := newTestReceiver("sekrit", logs)
 
 	// A good signed announcement: watch the first advertised address on our
@@ -113,7 +93,7 @@ func TestAcceptOrderAndChecks(t *testing.T) {
 	if _, ok := r.Accept(other, encode(t, announcement(13), "wrong")); ok {
 		t.Fatal("badly signed accepted")
 	}
-	if n := logs.count("announce_rejected"); n != 2 {
+	if n := logs.CountEvent("announce_rejected"); n != 2 {
 		t.Fatalf("announce_rejected logged %d times, want once per source (2): %s", n, logs.String())
 	}
 
@@ -154,7 +134,7 @@ func TestAcceptOrderAndChecks(t *testing.T) {
 }
 
 func TestAcceptSources(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testproc.Buffer{}
 	r := newTestReceiver("", logs)
 	// Disallowed datagram source.
 	if _, ok := r.Accept(netip.MustParseAddr("10.9.0.4"), encode(t, announcement(1), "")); ok {
@@ -172,7 +152,7 @@ func TestAcceptSources(t *testing.T) {
 	if _, ok := r.Accept(src, encode(t, p, "")); ok {
 		t.Fatal("disallowed http host accepted")
 	}
-	if n := logs.count("announce_source_not_allowed"); n != 1 {
+	if n := logs.CountEvent("announce_source_not_allowed"); n != 1 {
 		t.Fatalf("announce_source_not_allowed logged %d times, want once: %s", n, logs.String())
 	}
 	if !strings.Contains(logs.String(), `allowed=10.100.0.,127.0.0.1,::1`) || !strings.Contains(logs.String(), "source=10.9.0.4") {
@@ -208,7 +188,7 @@ func TestAcceptCanonicalSignature(t *testing.T) {
 	if !wire.Verify([]byte("k"), vec, "ec381f4b20bc7eb6b1f18c7f15b06a5c7c60aca04b4ffcba2c1910ac6262ed39") {
 		t.Fatal("wire page test vector does not verify")
 	}
-	r := newTestReceiver("k", &syncBuffer{})
+	r := newTestReceiver("k", &testproc.Buffer{})
 	for i, p := range []string{
 		`{"t":1787862155,"universe":"prod","seq":1,"node_id":"kü","http":"127.0.0.1:6380","boot_id":"b","addrs":["127.0.0.1"],"extra":{"z":1,"a":[1,2]}}`,
 		`{"addrs":["127.0.0.1"],"boot_id":"b","http":"127.0.0.1:6380","node_id":"k\u00fc","seq":2,"t":1787862155,"universe":"prod"}`,
@@ -225,7 +205,7 @@ func TestAcceptCanonicalSignature(t *testing.T) {
 }
 
 func TestReplayMemoryBounded(t *testing.T) {
-	r := newTestReceiver("", &syncBuffer{})
+	r := newTestReceiver("", &testproc.Buffer{})
 	for i := 0; i < maxReplayKeys+50; i++ {
 		p := announcement(1)
 		p.BootID = "boot" + strings.Repeat("x", i%3) + string(rune('a'+i%26)) + time.Duration(i).String()
@@ -240,16 +220,16 @@ func TestReplayMemoryBounded(t *testing.T) {
 }
 
 func TestRejectedLogBounded(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testproc.Buffer{}
 	r := newTestReceiver("k", logs)
 	b := encode(t, announcement(1), "")
 	for i := 0; i < maxRejectedLogs+10; i++ {
 		r.Accept(netip.AddrFrom4([4]byte{127, 1, byte(i >> 8), byte(i)}), b)
 	}
-	if n := logs.count("announce_rejected"); n != maxRejectedLogs {
+	if n := logs.CountEvent("announce_rejected"); n != maxRejectedLogs {
 		t.Fatalf("announce_rejected logged %d times, want %d", n, maxRejectedLogs)
 	}
-	if logs.count("announce_rejected_suppressed") != 1 {
+	if logs.CountEvent("announce_rejected_suppressed") != 1 {
 		t.Fatal("suppression not logged once")
 	}
 }

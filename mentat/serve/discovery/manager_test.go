@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/fe64bb06/frontdoor/internal/logx"
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/mentat/wire"
 )
 
@@ -113,13 +114,7 @@ func (d *fakeDaemon) send(t *testing.T, n int) {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testproc.Until(t, 20*time.Second, what, cond)
 }
 
 func snapshotFor(ip string) wire.Snapshot {
@@ -145,15 +140,7 @@ func startManager(t *testing.T, cfg Config) *Manager {
 	if err := m.Listen(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	testproc.Background(t, m.Run)
 	return m
 }
 
@@ -230,18 +217,6 @@ func TestPeersOfSeed(t *testing.T) {
 	}
 }
 
-func sendUDP(t *testing.T, to net.Addr, b []byte) {
-	t.Helper()
-	c, err := net.Dial("udp", to.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write(b); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func announceFor(t *testing.T, nodeIP, httpAddr string, seq int64, key string) []byte {
 	b, err := wire.EncodeDatagram(wire.Announcement{Proto: wire.Proto, NodeID: wire.NodeID(nodeIP), Universe: "default",
 		HTTP: httpAddr, Addrs: []string{"127.0.0.1"}, BootID: "b", Seq: seq, T: time.Now().Unix()}, []byte(key))
@@ -253,26 +228,26 @@ func announceFor(t *testing.T, nodeIP, httpAddr string, seq int64, key string) [
 
 func TestAnnouncedDaemonWatchedAndBounded(t *testing.T) {
 	d := newFakeDaemon(t, snapshotFor("127.0.0.1"))
-	logs := &syncBuffer{}
+	logs := &testproc.Buffer{}
 	m := startManager(t, Config{AnnounceAddr: "127.0.0.1:0", Allow: NewAllow([]string{"127.0.0.1"}), Key: []byte("k"),
 		MaxAnnounced: 2, ForgetAfter: 500 * time.Millisecond, Logger: logx.New(logs, -8)})
-	sendUDP(t, m.AnnounceAddr(), announceFor(t, "10.1.0.1", d.addr(), 1, "k"))
+	testproc.SendUDP(t, m.AnnounceAddr(), announceFor(t, "10.1.0.1", d.addr(), 1, "k"))
 	eventually(t, "announced daemon watched", func() bool { v, ok := view(m, d.addr()); return ok && v.Snapshot != nil })
 	if v, _ := view(m, d.addr()); v.Source != SourceAnnounce || v.Seed {
 		t.Fatalf("view %+v", v)
 	}
 	// An unsigned one is refused by a keyed router.
-	sendUDP(t, m.AnnounceAddr(), announceFor(t, "10.1.0.5", "127.0.0.1:1", 1, ""))
+	testproc.SendUDP(t, m.AnnounceAddr(), announceFor(t, "10.1.0.5", "127.0.0.1:1", 1, ""))
 	eventually(t, "unsigned dropped", func() bool { return m.Receiver().Counts()["signature"] == 1 })
 
 	// Two more nodes on dead ports: only one fits under MaxAnnounced=2.
-	sendUDP(t, m.AnnounceAddr(), announceFor(t, "10.1.0.2", "127.0.0.1:1", 1, "k"))
-	sendUDP(t, m.AnnounceAddr(), announceFor(t, "10.1.0.3", "127.0.0.1:2", 1, "k"))
+	testproc.SendUDP(t, m.AnnounceAddr(), announceFor(t, "10.1.0.2", "127.0.0.1:1", 1, "k"))
+	testproc.SendUDP(t, m.AnnounceAddr(), announceFor(t, "10.1.0.3", "127.0.0.1:2", 1, "k"))
 	eventually(t, "accepted", func() bool { return m.Receiver().Counts()["accepted"] == 3 })
 	if n := len(m.Views()); n != 2 {
 		t.Fatalf("%d announced daemons watched, want the limit 2", n)
 	}
-	if logs.count("watch_set_full") != 1 {
+	if logs.CountEvent("watch_set_full") != 1 {
 		t.Fatalf("watch_set_full not logged once: %s", logs.String())
 	}
 	// The dead one is forgotten once quiet; the live one, still answering,
