@@ -5,36 +5,21 @@
 package demo
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/fe64bb06/frontdoor/internal/testbin"
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testproc.Main(m, testproc.Suite{}) }
 
 var binaries = []string{"mentatd", "mentatd-serve", "enginesim", "mortred-supervisor", "mortred-gateway", "mortred-server", "mortredctl"}
 
@@ -54,72 +39,27 @@ func setup(t *testing.T) (root, binDir string) {
 		t.Skipf("demo test skipped: ONNX Runtime not found at %s; run `make setup-models`", ort)
 	}
 	for _, b := range binaries {
-		p, err := testbin.Path(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		binDir = filepath.Dir(p)
+		binDir = filepath.Dir(testproc.Bin(t, b))
 	}
 	return root, binDir
 }
 
-// buffer is an io.Writer safe to read while the script writes to it.
-type buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-// run is a started demo script.
-type run struct {
-	cmd  *exec.Cmd
-	out  *buffer
-	done chan struct{}
-	err  error
-}
-
-// wait waits for the script to exit and returns its exit code.
-func (r *run) wait() int {
-	<-r.done
-	return r.cmd.ProcessState.ExitCode()
-}
-
-// demo starts the script in its own process group, as a shell would.
-func demo(t *testing.T, root, binDir string, extra ...string) *run {
+// demo starts the script in its own process group, as a shell would. Six
+// minutes after the start it gets SIGTERM, which its trap turns into a
+// clean stop of everything it started; 30 s later its group is killed.
+func demo(t *testing.T, root, binDir string, extra ...string) *testproc.Proc {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts/demo.sh"))
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), append([]string{"BIN_DIR=" + binDir, "DEMO_DIR=" + t.TempDir(), "DEMO_FREE_PORTS=1"}, extra...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// On a timeout the script gets SIGTERM, which its trap turns into a
-	// clean stop of everything it started.
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 30 * time.Second
-	out := &buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := &run{cmd: cmd, out: out, done: make(chan struct{})}
-	go func() {
-		r.err = cmd.Wait()
-		close(r.done)
-	}()
-	t.Cleanup(func() { <-r.done })
-	return r
+	env := append(os.Environ(), append([]string{"BIN_DIR=" + binDir, "DEMO_DIR=" + t.TempDir(), "DEMO_FREE_PORTS=1"}, extra...)...)
+	return testproc.Start(t, testproc.Options{Name: "scripts/demo.sh", Env: env, Dir: root, Timeout: 6 * time.Minute, Grace: 30 * time.Second},
+		filepath.Join(root, "scripts/demo.sh"))
+}
+
+// wait waits for the script to exit and returns its exit code and how it
+// ended.
+func wait(p *testproc.Proc) (int, *os.ProcessState) {
+	<-p.Done()
+	st, _ := p.State(0)
+	return st.ExitCode(), st
 }
 
 // leftovers lists live processes running one of our binaries from binDir,
@@ -180,19 +120,15 @@ var wants = []string{
 func TestDemoExitAfterReady(t *testing.T) {
 	root, binDir := setup(t)
 	r := demo(t, root, binDir, "DEMO_EXIT_AFTER_READY=1")
-	out := r.out
-	if code := r.wait(); code != 0 {
-		t.Fatalf("scripts/demo.sh with DEMO_EXIT_AFTER_READY=1 exited %d (%v)\n%s", code, r.err, out)
+	if code, st := wait(r); code != 0 {
+		t.Fatalf("scripts/demo.sh with DEMO_EXIT_AFTER_READY=1 exited %d (%v)\n%s", code, st, r.Output())
 	}
 	for _, w := range wants {
-		if !strings.Contains(out.String(), w) {
+		if !strings.Contains(r.Output(), w) {
 			t.Errorf("demo output lacks %q", w)
 		}
 	}
-	if t.Failed() {
-		t.Logf("output:\n%s", out)
-	}
-	checkNoLeftovers(t, binDir, out.String())
+	checkNoLeftovers(t, binDir, r.Output())
 }
 
 // Interrupted like a terminal's Ctrl-C: SIGINT to the script's process
@@ -202,13 +138,12 @@ func TestDemoExitAfterReady(t *testing.T) {
 func TestDemoStopsOnInterrupt(t *testing.T) {
 	root, binDir := setup(t)
 	r := demo(t, root, binDir)
-	out := r.out
 	ready := time.NewTicker(200 * time.Millisecond)
 	defer ready.Stop()
-	for !strings.Contains(out.String(), "press Ctrl-C") {
+	for !strings.Contains(r.Output(), "press Ctrl-C") {
 		select {
-		case <-r.done:
-			t.Fatalf("the demo exited before it was ready:\n%s", out)
+		case <-r.Done():
+			t.Fatalf("the demo exited before it was ready:\n%s", r.Output())
 		case <-ready.C:
 		}
 	}
@@ -217,14 +152,14 @@ func TestDemoStopsOnInterrupt(t *testing.T) {
 		t.Log("SIGINT is ignored in this process (and so in the script); stopping with SIGTERM instead")
 		sig, want = syscall.SIGTERM, 143
 	}
-	if err := syscall.Kill(-r.cmd.Process.Pid, sig); err != nil {
+	if err := r.SignalGroup(sig); err != nil {
 		t.Fatal(err)
 	}
-	if code := r.wait(); code != want {
-		t.Fatalf("demo exited %d (%v) after %v, want %d\n%s", code, r.err, sig, want, out)
+	if code, st := wait(r); code != want {
+		t.Fatalf("demo exited %d (%v) after %v, want %d\n%s", code, st, sig, want, r.Output())
 	}
-	if !strings.Contains(out.String(), "demo: stopped") {
-		t.Fatalf("demo did not report a clean stop:\n%s", out)
+	if !strings.Contains(r.Output(), "demo: stopped") {
+		t.Fatalf("demo did not report a clean stop:\n%s", r.Output())
 	}
-	checkNoLeftovers(t, binDir, out.String())
+	checkNoLeftovers(t, binDir, r.Output())
 }
