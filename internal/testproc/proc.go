@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -218,20 +217,3 @@ func (p *Proc) WaitOutput(t testing.TB, timeout time.Duration, re string) []stri
 }
 
 var errNoMatch = errors.New("no match yet")
-
-// Alive reports whether a process with this pid exists and is not a
-// zombie.
-func Alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); err != nil {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses, which may itself
-	// contain spaces or parentheses.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
-}

@@ -211,3 +211,13 @@ func TestNetHelpers(t *testing.T) {
 		t.Fatalf("GetJSON of a 404: %v", err)
 	}
 }
+
+func TestRSSKiB(t *testing.T) {
+	kb, err := RSSKiB(syscall.Getpid())
+	if err != nil || kb <= 0 {
+		t.Fatalf("RSSKiB of the test itself: %d %v", kb, err)
+	}
+	if _, err := RSSKiB(-1); err == nil {
+		t.Fatal("RSSKiB of no process: no error")
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
 // scrapeGauge sums every sample of one metric name (all label sets, or
@@ -70,20 +72,11 @@ func readProc(pid int) (procUsage, error) {
 		return u, err
 	}
 	u.fds = len(ents)
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if u.rssKB, err = testproc.RSSKiB(pid); err == nil && u.rssKB == 0 {
+		err = fmt.Errorf("/proc/%d/status has no VmRSS", pid)
+	}
 	if err != nil {
 		return u, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(v)
-			if len(f) > 0 {
-				u.rssKB, _ = strconv.Atoi(f[0])
-			}
-		}
-	}
-	if u.rssKB == 0 {
-		return u, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
 	}
 	return u, nil
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,20 +89,4 @@ func sumMetric(text, name string) (float64, error) {
 		return 0, fmt.Errorf("no %s", name)
 	}
 	return sum, nil
-}
-
-// rssKB is a process's resident memory from /proc.
-func rssKB(pid int) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			if f := strings.Fields(v); len(f) > 0 {
-				return strconv.Atoi(f[0])
-			}
-		}
-	}
-	return 0, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/test/e2e/mortred/stack"
 )
 
@@ -150,7 +151,7 @@ func TestHostileBodies(t *testing.T) {
 		t.Fatalf("the model server died under hostile bodies: %+v", st)
 	}
 	d.mustInfer(t, "GUARD")
-	kb, err := rssKB(pid)
+	kb, err := testproc.RSSKiB(pid)
 	if err != nil {
 		t.Fatal(err)
 	}

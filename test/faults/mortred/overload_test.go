@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/test/e2e/mortred/stack"
 )
 
@@ -74,11 +75,11 @@ func TestOverloadQueueFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m0, err := rssKB(model)
+	m0, err := testproc.RSSKiB(model)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g0, err := rssKB(gateway)
+	g0, err := testproc.RSSKiB(gateway)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,11 +101,11 @@ func TestOverloadQueueFull(t *testing.T) {
 	if int(rejected-rejected0) != total[http.StatusTooManyRequests] {
 		t.Fatalf("model server counted %v rejections, the clients saw %d 429s", rejected-rejected0, total[http.StatusTooManyRequests])
 	}
-	m1, err := rssKB(model)
+	m1, err := testproc.RSSKiB(model)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g1, err := rssKB(gateway)
+	g1, err := testproc.RSSKiB(gateway)
 	if err != nil {
 		t.Fatal(err)
 	}
