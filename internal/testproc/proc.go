@@ -1,12 +1,18 @@
-// Package testproc runs real binaries as child processes of a test, the
-// way an operator would, and holds what such tests share: free loopback
-// ports, polling with a deadline, a goroutine-safe output buffer, a JSON
-// GET, and a TestMain that builds the binaries (internal/testbin) and checks
-// for leaked goroutines.
+// Package testproc holds what process-level tests share, so that each
+// package does not write it again:
 //
-// A started process has one lifecycle: its own process group, output kept
-// in a file and shown only when the test fails, and at cleanup SIGTERM, then
-// SIGKILL of the whole group after a grace period.
+//   - Start runs a real binary as a child of the test, the way an operator
+//     would, with one lifecycle: its own process group, output kept in a
+//     file and logged only when the test fails, and at cleanup SIGTERM,
+//     then SIGKILL of the whole group after a grace period. Background is
+//     the same for a server run in the test's own process.
+//   - Main is the TestMain of such a package: binaries built first by
+//     internal/testbin, removed after, and a goroutine leak check; Bin
+//     finds a binary from a test.
+//   - Eventually and Until poll a condition with a deadline; FreePort,
+//     FreeUDPPort and SendUDP deal in loopback ports; GetJSON reads an
+//     answer; Alive and RSSKiB read /proc; Buffer is a log sink that may
+//     be read while written.
 package testproc
 
 import (
