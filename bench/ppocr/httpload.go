@@ -20,8 +20,8 @@ import (
 	"time"
 )
 
-// server is one mortred-server child process on a loopback port.
-type server struct {
+// child is one mortred-server child process on a loopback port.
+type child struct {
 	cmd  *exec.Cmd
 	addr string
 	done chan struct{}
@@ -44,7 +44,7 @@ func setKey(body, key, value string) string {
 // with the bench's batch size, worker count and intra-op threads (so that
 // the server runs exactly the instances the in-process loop runs), on port
 // 0, and waits for its "listening on" line and /ready.
-func startServer(bin, serverConf, modelConf, lib string, batch, workers, threads int, tmp string) (*server, error) {
+func startServer(bin, serverConf, modelConf, lib string, batch, workers, threads int, tmp string) (*child, error) {
 	src, err := os.ReadFile(serverConf)
 	if err != nil {
 		return nil, err
@@ -70,7 +70,7 @@ func startServer(bin, serverConf, modelConf, lib string, batch, workers, threads
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %v (run make build)", bin, err)
 	}
-	s := &server{cmd: cmd, done: make(chan struct{})}
+	s := &child{cmd: cmd, done: make(chan struct{})}
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -110,9 +110,9 @@ func startServer(bin, serverConf, modelConf, lib string, batch, workers, threads
 	}
 }
 
-func (s *server) pid() int { return s.cmd.Process.Pid }
+func (s *child) pid() int { return s.cmd.Process.Pid }
 
-func (s *server) stop() {
+func (s *child) stop() {
 	_ = s.cmd.Process.Signal(os.Interrupt)
 	select {
 	case <-s.done:

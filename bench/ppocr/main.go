@@ -24,6 +24,7 @@ import (
 	"github.com/fe64bb06/frontdoor/mortred/model/ort/orttest"
 	_ "github.com/fe64bb06/frontdoor/mortred/model/ppocr"
 	"github.com/fe64bb06/frontdoor/mortred/model/ppocr/textimg"
+	"github.com/fe64bb06/frontdoor/mortred/server"
 )
 
 type target struct {
@@ -60,6 +61,9 @@ func run() error {
 		return fmt.Errorf("-d, -rounds, -workers, -threads, -batch and -clients must be positive")
 	}
 
+	// The in-process loop gets the model server's heap floor, so that both
+	// paths run with the same garbage collector settings.
+	server.RaiseHeapFloor()
 	lib, err := ort.ResolveLib(orttest.LibPath())
 	if err != nil {
 		return err
@@ -108,7 +112,8 @@ func run() error {
 		*d, *rounds, warm, textimg.TextHello, len(img), load0, loadAvg())
 	notes := "\nBoth paths run the same model instances' code: the loop's instances are built by the same factory from the same model TOML " +
 		"with the same intra-op threads, as many as the server's worker_nums, and each loop goroutine runs Prepare (PNG decode and resize, " +
-		"as the server does per item) then Run, so both paths decode the image. The server adds HTTP, the JSON envelope, base64, the queue " +
+		"as the server does per item) then Run, so both paths decode the image; the loop's process has the server's Go heap floor " +
+		"(server.RaiseHeapFloor), so both run the same garbage collector. The server adds HTTP, the JSON envelope, base64, the queue " +
 		"and the answer; its clients (pre-built request bytes, keep-alive, a minimal HTTP/1.1 reader) run in this process on the same cores. " +
 		"Items/s and the ratio are over all rounds; \"per round\" is the lowest and highest round ratio. CPU ms/item is user+system " +
 		"time per item: in-process, this process; HTTP, the server plus its clients.\n"
@@ -133,7 +138,7 @@ func scenario(rep *strings.Builder, tg target, mode, modelConf, lib, bin, root, 
 		return err
 	}
 	defer lim.close()
-	var srv *server
+	var srv *child
 	var load *httpLoad
 	if !skipHTTP {
 		if srv, err = startServer(bin, filepath.Join(root, tg.serverConf), modelConf, lib, b, workers, threads, tmp); err != nil {

@@ -173,8 +173,10 @@ func (s *Server) Run(ctx context.Context, onListen func(addr net.Addr)) error {
 	return s.Serve(ctx, ln, onListen)
 }
 
-// Serve is Run on an existing listener.
+// Serve is Run on an existing listener. It raises the process's heap floor
+// (RaiseHeapFloor): Serve is how a process becomes a model server.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, onListen func(addr net.Addr)) error {
+	RaiseHeapFloor()
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
