@@ -5,11 +5,13 @@ import (
 	"compress/zlib"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/fe64bb06/frontdoor/internal/testproc"
@@ -101,6 +103,15 @@ func TestHostileBodies(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+d.Tokens.API)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := stack.Client.Do(req)
+		if err != nil && c.chunked && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)) {
+			// A server that refuses a body it has not read closes the
+			// connection after its 413; a client still writing the rest
+			// may see the close before the answer (TCP resets the unread
+			// data). Refused either way: nothing was run, and the server
+			// must still be up (checked below with the bombs).
+			t.Logf("%s: refused by closing the connection mid-body (%v)", c.name, err)
+			continue
+		}
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
