@@ -173,10 +173,12 @@ func (s *Server) Run(ctx context.Context, onListen func(addr net.Addr)) error {
 	return s.Serve(ctx, ln, onListen)
 }
 
-// Serve is Run on an existing listener. It raises the process's heap floor
-// (RaiseHeapFloor): Serve is how a process becomes a model server.
+// Serve is Run on an existing listener. Serve is how a process becomes a
+// model server, so it also tunes the Go runtime for one, once per process:
+// the heap floor (RaiseHeapFloor) and a P per worker (addWorkerProcs).
 func (s *Server) Serve(ctx context.Context, ln net.Listener, onListen func(addr net.Addr)) error {
 	RaiseHeapFloor()
+	addWorkerProcs(s.cfg.WorkerNums)
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
