@@ -57,11 +57,10 @@ func runPPOCR(ctx context.Context, cfg config) (string, []target, error) {
 			worst, found = min(worst, f), true
 		}
 	}
-	md := text + "\nThe server and the in-process loop run one after the other on the same, unpinned machine; " +
-		"the ratio is the server's items/s over the loop's for the same model and batching. What limits the server's share on 2 cores: " +
-		"the HTTP clients run in the benchmark process on the same two cores as the server's two workers, and each request adds " +
-		"HTTP, the JSON envelope and base64 decoding, which the in-process loop (Prepare + Run on the same PNG bytes) does not do; " +
-		"the gap is that CPU and the clients' own, not idle workers.\n\n```\n" + command + "\n```\n"
+	md := text + "\nThe server and the in-process loop alternate in rounds on the same, unpinned machine, with the same model " +
+		"instances, intra-op threads and Go heap floor; the ratio is the server's items/s over the loop's for the same model and " +
+		"batching. Both paths decode the image (Prepare); the server adds HTTP, the JSON envelope, the queue and the answer (see the " +
+		"CPU ms/item column: server + clients vs the loop), and its HTTP clients share the two cores with it.\n\n```\n" + command + "\n```\n"
 	t := target{goal: goal}
 	if found {
 		t = target{goal: goal, known: true, met: worst >= 90, measured: fmt.Sprintf("lowest row %.0f%% of in-process", worst)}
