@@ -21,7 +21,7 @@ func TestMCPConformance(t *testing.T) {
 	mods := filepath.Join(bin, "..")
 	node := filepath.Join(bin, "node")
 	if _, err := os.Stat(node); err != nil {
-		t.Skip("no .deps/node (run make setup-npm): ", err)
+		t.Fatal("no .deps/node: run `make setup-npm` (make test does): ", err)
 	}
 	te := startEngine(t, true, nil)
 	for _, c := range []struct{ suite, scenario, version string }{

@@ -36,7 +36,7 @@ func setup(t *testing.T) (root, binDir string) {
 		ort = filepath.Join(root, ".deps/onnxruntime/libonnxruntime.so.1")
 	}
 	if _, err := os.Stat(ort); err != nil {
-		t.Skipf("demo test skipped: ONNX Runtime not found at %s; run `make setup-models`", ort)
+		t.Fatalf("ONNX Runtime not found at %s: run `make setup-models` (make test does)", ort)
 	}
 	for _, b := range binaries {
 		binDir = filepath.Dir(testproc.Bin(t, b))
