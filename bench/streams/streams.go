@@ -131,10 +131,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		rows = append(rows, []string{"first error", "`" + r.FirstError + "`"})
 	}
 	b.WriteString(harness.Table([]string{"", ""}, rows, false))
-	b.WriteString("\nWhat a stream costs: a client connection and an upstream connection, each with its goroutines (see the count) and " +
-		"buffers. The router's upstream transport sets 32 KiB read and write buffers per connection (`copyBufSize` in " +
-		"mentat/serve/proxy/stream.go), which with the client connection's own buffers and the goroutine stacks accounts for most of it. " +
-		"No target was set in the issues.\n")
+	b.WriteString("\nWhat a stream costs: a client connection (net/http's server: a goroutine and 4 KiB read and write " +
+		"buffers) and an upstream connection (the proxy's own HTTP/1.1 client: a 4 KiB read buffer), plus the 32 KiB relay buffer " +
+		"(`copyBufSize` in mentat/serve/proxy/stream.go) a stream holds while it is open, and the goroutine stacks: about the " +
+		"measured figure. No target was set in the issues.\n")
 	return Result{Markdown: b.String(), Opened: r.Opened, BytesPerStream: per}, nil
 }
 
