@@ -3,7 +3,6 @@ package enginesim
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 )
 
 // chatRequest holds the fields of /v1/chat/completions the engine acts on.
@@ -111,30 +110,22 @@ func (e *Engine) serveChat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if req.MinTokens < 0 || req.MinTokens > maxTokens {
-		return badRequest("min_tokens must be between 0 and max_tokens=%d, got %d.", maxTokens, req.MinTokens)
-	}
-	t, err := e.admit(promptTokens)
+	t, j, err := e.startJob("chatcmpl-", model, prompt, promptTokens, maxTokens, req.MinTokens, req.IgnoreEOS, req.Seed)
 	if err != nil {
 		return err
 	}
-	j := e.newJob("chatcmpl-", model, prompt, promptTokens, maxTokens, req.MinTokens, req.IgnoreEOS, req.Seed)
 	if req.Stream {
 		e.stream(w, r, t, j, true, req.StreamOptions)
 		return nil
 	}
-	var text strings.Builder
-	finish, n, err := e.generate(r.Context(), t, j, func(i, word int, _ string) error {
-		text.WriteString(wordPiece(i, word))
-		return nil
-	})
+	text, finish, n, err := e.generateText(r.Context(), t, j)
 	if err != nil {
 		return nil // the client is gone; nobody reads an answer
 	}
 	writeJSON(w, http.StatusOK, chatResponse{
 		ID: j.id, Object: "chat.completion", Created: j.created, Model: model,
 		Choices: []chatChoice{{
-			Message:      assistantMessage{Role: "assistant", Content: text.String(), ToolCalls: []string{}},
+			Message:      assistantMessage{Role: "assistant", Content: text, ToolCalls: []string{}},
 			FinishReason: finish,
 		}},
 		Usage: usageInfo{PromptTokens: promptTokens, CompletionTokens: n, TotalTokens: promptTokens + n},

@@ -129,29 +129,21 @@ func (e *Engine) serveCompletions(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	if req.MinTokens < 0 || req.MinTokens > maxTokens {
-		return badRequest("min_tokens must be between 0 and max_tokens=%d, got %d.", maxTokens, req.MinTokens)
-	}
-	t, err := e.admit(promptTokens)
+	t, j, err := e.startJob("cmpl-", model, prompt, promptTokens, maxTokens, req.MinTokens, req.IgnoreEOS, req.Seed)
 	if err != nil {
 		return err
 	}
-	j := e.newJob("cmpl-", model, prompt, promptTokens, maxTokens, req.MinTokens, req.IgnoreEOS, req.Seed)
 	if req.Stream {
 		e.stream(w, r, t, j, false, req.StreamOptions)
 		return nil
 	}
-	var text strings.Builder
-	finish, n, err := e.generate(r.Context(), t, j, func(i, word int, _ string) error {
-		text.WriteString(wordPiece(i, word))
-		return nil
-	})
+	text, finish, n, err := e.generateText(r.Context(), t, j)
 	if err != nil {
 		return nil // the client is gone; nobody reads an answer
 	}
 	writeJSON(w, http.StatusOK, completionResponse{
 		ID: j.id, Object: "text_completion", Created: j.created, Model: model,
-		Choices: []completionChoice{{Text: text.String(), FinishReason: finish}},
+		Choices: []completionChoice{{Text: text, FinishReason: finish}},
 		Usage:   usageInfo{PromptTokens: promptTokens, CompletionTokens: n, TotalTokens: promptTokens + n},
 	})
 	return nil

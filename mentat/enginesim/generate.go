@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"time"
 )
 
@@ -135,4 +136,28 @@ func (e *Engine) generate(ctx context.Context, t *ticket, j *job, sink tokenSink
 		n++
 	}
 	return finish, n, nil
+}
+
+// startJob checks min_tokens against the budget, takes a scheduler slot (or
+// a place in the queue) and builds the job: the part chat and completions
+// share once each has its prompt.
+func (e *Engine) startJob(prefix, model, prompt string, promptTokens, maxTokens, minTokens int, ignoreEOS bool, seed *int64) (*ticket, *job, error) {
+	if minTokens < 0 || minTokens > maxTokens {
+		return nil, nil, badRequest("min_tokens must be between 0 and max_tokens=%d, got %d.", maxTokens, minTokens)
+	}
+	t, err := e.admit(promptTokens)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, e.newJob(prefix, model, prompt, promptTokens, maxTokens, minTokens, ignoreEOS, seed), nil
+}
+
+// generateText runs a non-streaming job to its end and returns its text.
+func (e *Engine) generateText(ctx context.Context, t *ticket, j *job) (text, finish string, n int, err error) {
+	var b strings.Builder
+	finish, n, err = e.generate(ctx, t, j, func(i, word int, _ string) error {
+		b.WriteString(wordPiece(i, word))
+		return nil
+	})
+	return b.String(), finish, n, err
 }
