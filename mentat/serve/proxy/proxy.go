@@ -26,6 +26,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fe64bb06/frontdoor/internal/h1client"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 )
 
@@ -103,8 +104,10 @@ type Proxy struct {
 	cfg       Config
 	log       *slog.Logger
 	transport http.RoundTripper
-	// h1 sends to plain-HTTP engines when no Transport was configured.
-	h1       *h1Client
+	// h1 sends to plain-HTTP engines when no Transport was configured:
+	// in the handler's goroutine, about 10 µs a request less than the
+	// Transport's.
+	h1       *h1client.Client
 	inflight *Inflight
 	m        *metrics
 }
@@ -121,7 +124,12 @@ func New(src routes.Source, cfg Config, logger *slog.Logger, reg prometheus.Regi
 		inflight: newInflight(), m: newMetrics(reg)}
 	if p.transport == nil {
 		p.transport = NewTransport()
-		p.h1 = newH1Client()
+		p.h1 = h1client.New(h1client.Options{
+			DialTimeout:    DialTimeout,
+			IdleTimeout:    IdleConnTimeout,
+			MaxIdlePerHost: MaxIdleConnsPerHost,
+			UserAgent:      userAgent[0],
+		})
 	}
 	return p
 }
@@ -133,7 +141,7 @@ func (p *Proxy) Inflight() *Inflight { return p.inflight }
 // affected; the proxy stays usable.
 func (p *Proxy) Close() {
 	if p.h1 != nil {
-		p.h1.closeIdle()
+		p.h1.CloseIdle()
 	}
 	if c, ok := p.transport.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
@@ -233,8 +241,8 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 
 	var resp *http.Response
 	var err error
-	if p.h1 != nil && p.h1.handles(x.target) {
-		resp, err = p.h1.roundTrip(ctx, x.target, r.Header, body)
+	if p.h1 != nil && p.h1.Handles(x.target) {
+		resp, err = p.h1.RoundTrip(ctx, &h1client.Request{Target: x.target, Header: r.Header, Keys: forwarded, Body: body})
 	} else {
 		resp, err = p.transport.RoundTrip(upstreamRequest(ctx, x.target, body, r.Header))
 	}

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -100,7 +99,7 @@ func TestUpstreamRequestOnTheWire(t *testing.T) {
 	})
 	rt := newRouter(t, Config{})
 	rt.publish(t, map[string]string{"m": eng.base()}, nil)
-	body := `{"model":"m","prompt":"` + strings.Repeat("x", maxInlineBody) + `"}` // over the inline size: writev
+	body := `{"model":"m","prompt":"` + strings.Repeat("x", 64<<10) + `"}` // over h1client's inline size: writev
 	for _, b := range []string{`{"model":"m"}`, body} {
 		req, _ := http.NewRequest(http.MethodPost, rt.URL+"/v1/chat/completions?a=1&b=%2F", strings.NewReader(b))
 		req.Header.Set("Content-Type", jsonCT)
@@ -225,35 +224,4 @@ func TestUpstreamIdleConnectionsClosed(t *testing.T) {
 	}
 	// The pool still works after the sweep.
 	postOK(t, rt, `{"model":"m"}`)
-}
-
-// TestUpstreamBadHeaderValue: a value net/http would refuse to send is
-// refused here too (502), never written to the engine.
-func TestUpstreamBadHeaderValue(t *testing.T) {
-	if _, err := requestHead(mustURL(t, "http://127.0.0.1:1/v1/x"), http.Header{"Authorization": {"a\x01b"}}, 0); err == nil {
-		t.Fatal("control character in a header value accepted")
-	}
-	bp, err := requestHead(mustURL(t, "http://[fe80::1%25eth0]:8000/v1/x?q=1"), http.Header{"Accept": {"*/*"}}, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "POST /v1/x?q=1 HTTP/1.1\r\nHost: [fe80::1]:8000\r\nUser-Agent: mentatd-serve\r\nAccept: */*\r\nContent-Length: 3\r\n\r\n"
-	if got := string(*bp); got != want {
-		t.Fatalf("head\n%q\nwant\n%q", got, want)
-	}
-	putHead(bp)
-	for in, want := range map[string]string{"h:80": "h:80", "h": "h:80", "h:": "h:80", "[::1]": "[::1]:80", "[::1]:9": "[::1]:9"} {
-		if got := dialAddr(in); got != want {
-			t.Errorf("dialAddr(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func mustURL(t *testing.T, s string) *url.URL {
-	t.Helper()
-	u, err := url.Parse(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
 }

@@ -1,4 +1,4 @@
-package proxy
+package h1client
 
 import (
 	"net"
@@ -7,7 +7,7 @@ import (
 )
 
 // connAlive reports whether an idle pooled connection can carry another
-// request: the engine has neither closed it nor sent anything unasked.
+// request: the server has neither closed it nor sent anything unasked.
 // One non-blocking peek, no waiting, no deadline changes.
 func connAlive(c net.Conn) bool {
 	sc, ok := c.(syscall.Conn)

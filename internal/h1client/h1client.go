@@ -1,0 +1,318 @@
+// Package h1client sends HTTP/1.1 requests with buffered bodies to plain
+// HTTP servers over pooled keep-alive connections, entirely in the calling
+// goroutine.
+//
+// net/http's Transport runs two goroutines per connection and hands every
+// request and response between them and the caller over channels; for
+// small requests to a local server, that machinery costs about as much CPU
+// as a proxy's own work. Here one request is one write and the reads of
+// its answer, nothing else. The rules the Transport keeps still hold:
+//
+//   - Sent once: a request is re-sent (on another connection) only when
+//     not one byte of it was written. Before reuse, a pooled connection is
+//     checked for a close or stray bytes from the server, so a connection
+//     the server dropped while idle is never written to.
+//   - Idle connections are closed after Options.IdleTimeout by one sweeper
+//     goroutine that runs only while the pool holds connections.
+//   - No timeout but the request context's (and the dial's): its end
+//     expires the connection's deadlines, which ends any read or write at
+//     once, and the connection is closed.
+//
+// Since the body is written before the answer is read, a server that
+// answers before reading its request is not noticed until the whole
+// request is written: callers buffer the body first.
+package h1client
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+)
+
+// Defaults for Options.
+const (
+	DefaultDialTimeout    = 10 * time.Second
+	DefaultIdleTimeout    = 2 * time.Second
+	DefaultMaxIdlePerHost = 256
+	// DefaultUserAgent is net/http's, so a server sees the same request
+	// it saw from a Transport.
+	DefaultUserAgent = "Go-http-client/1.1"
+)
+
+// bufSize is a pooled connection's read buffer. Callers read bodies
+// through their own buffers (reads that large bypass this one), so it only
+// has to hold a status line and headers at a time; small keeps the memory
+// of every open stream small.
+const bufSize = 4 << 10
+
+// maxInlineBody is the largest request body copied behind the request
+// head so both go out in one write; larger ones go out with writev.
+const maxInlineBody = 64 << 10
+
+// Options configures a Client. Zero fields take the defaults.
+type Options struct {
+	// Dial opens a connection; nil means a net.Dialer with DialTimeout.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// DialTimeout bounds connecting (never the answer).
+	DialTimeout time.Duration
+	// IdleTimeout closes a connection idle this long; keep it below the
+	// servers' own keep-alive so a request never goes into a connection
+	// the server is closing.
+	IdleTimeout time.Duration
+	// MaxIdlePerHost is the most idle connections kept per address.
+	MaxIdlePerHost int
+	// UserAgent is sent with every request.
+	UserAgent string
+}
+
+// Request is one request. Target must be one Handles accepts.
+type Request struct {
+	// Method is the request method; empty means POST.
+	Method string
+	Target *url.URL
+	// Header holds the headers sent. Host, User-Agent, Content-Length and
+	// Transfer-Encoding are the client's own and skipped here.
+	Header http.Header
+	// Keys, when not nil, are the only keys of Header sent, in this order
+	// (so a caller can forward part of a header without copying it).
+	Keys []string
+	// Body is sent with its length; Content-Length: 0 goes with an empty
+	// POST, PUT or PATCH, as net/http sends it.
+	Body []byte
+}
+
+// Client is a pool of connections; safe for concurrent use.
+type Client struct {
+	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+	idleTimeout time.Duration
+	maxIdle     int // per host
+	userAgent   string
+
+	mu       sync.Mutex
+	idle     map[string][]*conn // by dial address, oldest first
+	nIdle    int
+	sweeping bool
+	wake     chan struct{}
+}
+
+// New returns a client with opts' settings, defaults for zero fields.
+func New(opts Options) *Client {
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = DefaultDialTimeout
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.MaxIdlePerHost <= 0 {
+		opts.MaxIdlePerHost = DefaultMaxIdlePerHost
+	}
+	if opts.UserAgent == "" {
+		opts.UserAgent = DefaultUserAgent
+	}
+	if opts.Dial == nil {
+		opts.Dial = (&net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	}
+	return &Client{
+		dial:        opts.Dial,
+		idleTimeout: opts.IdleTimeout,
+		maxIdle:     opts.MaxIdlePerHost,
+		userAgent:   opts.UserAgent,
+		idle:        map[string][]*conn{},
+		wake:        make(chan struct{}, 1),
+	}
+}
+
+// conn is one pooled connection.
+type conn struct {
+	addr   string
+	nc     net.Conn
+	br     *bufio.Reader
+	idleAt time.Time
+}
+
+// Handles reports whether the client can send to target; anything else
+// (https, a host needing IDNA) is for a Transport.
+func (c *Client) Handles(target *url.URL) bool {
+	if target.Scheme != "http" || target.Host == "" {
+		return false
+	}
+	for i := 0; i < len(target.Host); i++ {
+		if b := target.Host[i]; b >= 0x80 || b <= ' ' {
+			return false
+		}
+	}
+	return true
+}
+
+// RoundTrip sends req and returns the response once its header has
+// arrived. The response body must be read to its end or closed. Errors
+// keep their cause: a refused dial is a *net.OpError wrapping
+// syscall.ECONNREFUSED; the context's end is ctx.Err().
+func (c *Client) RoundTrip(ctx context.Context, req *Request) (*http.Response, error) {
+	method := req.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	head, err := c.requestHead(method, req)
+	if err != nil {
+		return nil, err
+	}
+	defer putHead(head)
+	headLen := len(*head)
+	addr := dialAddr(req.Target.Host)
+	for {
+		pc, reused := c.get(addr)
+		if pc == nil {
+			nc, err := c.dial(ctx, "tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			pc = &conn{addr: addr, nc: nc, br: bufio.NewReaderSize(nc, bufSize)}
+		}
+		// Ends any read or write on the connection at once when the
+		// request's context ends; stop reports whether it did.
+		stop := context.AfterFunc(ctx, func() { _ = pc.nc.SetDeadline(aLongTimeAgo) })
+		*head = (*head)[:headLen]
+		n, err := pc.write(head, req.Body)
+		if err != nil {
+			stopped := stop()
+			pc.nc.Close()
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if n == 0 && reused && stopped {
+				// Not one byte went out: safe to send on another
+				// connection.
+				continue
+			}
+			return nil, fmt.Errorf("writing the request: %w", err)
+		}
+		resp, err := pc.readResponse(method)
+		if err != nil {
+			stop()
+			pc.nc.Close()
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if reused && errors.Is(err, io.EOF) {
+				return nil, errors.New("the server closed the kept-alive connection without answering")
+			}
+			return nil, fmt.Errorf("reading the response: %w", err)
+		}
+		b := &body{c: c, pc: pc, ctx: ctx, stop: stop, body: resp.Body, keep: !resp.Close}
+		if resp.Body == http.NoBody {
+			b.finish(true)
+		} else {
+			resp.Body = b
+		}
+		return resp, nil
+	}
+}
+
+// aLongTimeAgo is a deadline that has passed: setting it fails pending
+// I/O at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// What http.ReadResponse needs to know of the request is its method (a
+// HEAD answer has no body). Shared, read only.
+var (
+	postRequest = &http.Request{Method: http.MethodPost}
+	getRequest  = &http.Request{Method: http.MethodGet}
+)
+
+func methodRequest(method string) *http.Request {
+	switch method {
+	case http.MethodPost:
+		return postRequest
+	case http.MethodGet:
+		return getRequest
+	}
+	return &http.Request{Method: method}
+}
+
+// write sends the request head and body, in one write when the body is
+// small enough to copy behind the head. It reports the bytes written.
+func (pc *conn) write(head *[]byte, body []byte) (int64, error) {
+	if len(body) <= maxInlineBody {
+		*head = append(*head, body...)
+		n, err := pc.nc.Write(*head)
+		return int64(n), err
+	}
+	bufs := net.Buffers{*head, body}
+	return bufs.WriteTo(pc.nc)
+}
+
+// readResponse reads the status line and header of the final response;
+// interim 1xx responses (100 Continue, 103 Early Hints) are skipped as
+// net/http skips them.
+func (pc *conn) readResponse(method string) (*http.Response, error) {
+	req := methodRequest(method)
+	for range 5 {
+		resp, err := http.ReadResponse(pc.br, req)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			return nil, errors.New("the server switched protocols unasked (101)")
+		case resp.StatusCode >= 100 && resp.StatusCode < 200:
+			continue
+		}
+		return resp, nil
+	}
+	return nil, errors.New("too many interim (1xx) responses")
+}
+
+// body is a response body; its end returns the connection to the pool
+// when the exchange left it clean, and closes it otherwise.
+type body struct {
+	c    *Client
+	pc   *conn
+	ctx  context.Context
+	stop func() bool
+	body io.ReadCloser
+	keep bool
+	done bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	n, err := b.body.Read(p)
+	switch {
+	case err == io.EOF:
+		b.finish(true)
+	case err != nil:
+		b.finish(false)
+		if cerr := b.ctx.Err(); cerr != nil {
+			err = cerr
+		}
+	}
+	return n, err
+}
+
+func (b *body) Close() error {
+	if !b.done {
+		b.finish(false)
+	}
+	return nil
+}
+
+func (b *body) finish(clean bool) {
+	b.done = true
+	// stop is false once the deadline was expired: the connection is
+	// spent whatever the body looked like.
+	if b.stop() && clean && b.keep && b.pc.br.Buffered() == 0 {
+		b.c.put(b.pc)
+		return
+	}
+	b.pc.nc.Close()
+}
