@@ -14,13 +14,15 @@
 //     the server dropped while idle is never written to.
 //   - Idle connections are closed after Options.IdleTimeout by one sweeper
 //     goroutine that runs only while the pool holds connections.
-//   - No timeout but the request context's (and the dial's): its end
-//     expires the connection's deadlines, which ends any read or write at
-//     once, and the connection is closed.
+//   - No timeout but the request context's, the dial's and, when set, the
+//     response header's: the context's end expires the connection's
+//     deadlines, which ends any read or write at once, and the connection
+//     is closed.
 //
-// Since the body is written before the answer is read, a server that
-// answers before reading its request is not noticed until the whole
-// request is written: callers buffer the body first.
+// A buffered body (Request.Body) is written before the answer is read. A
+// streamed one (Request.BodyReader) is copied by one goroutine while the
+// caller's reads the answer, so a server answering before the body ends
+// (its deadline cut a client trickling it) is heard at once.
 package h1client
 
 import (
@@ -70,7 +72,15 @@ type Options struct {
 	MaxIdlePerHost int
 	// UserAgent is sent with every request.
 	UserAgent string
+	// ResponseHeaderTimeout, when positive, bounds the wait for a
+	// response's header after the request head was written; past it the
+	// request fails with ErrResponseHeaderTimeout.
+	ResponseHeaderTimeout time.Duration
 }
+
+// ErrResponseHeaderTimeout is the error of a request whose response header
+// did not arrive within Options.ResponseHeaderTimeout.
+var ErrResponseHeaderTimeout = errors.New("timeout awaiting response headers")
 
 // Request is one request. Target must be one Handles accepts.
 type Request struct {
@@ -86,6 +96,12 @@ type Request struct {
 	// Body is sent with its length; Content-Length: 0 goes with an empty
 	// POST, PUT or PATCH, as net/http sends it.
 	Body []byte
+	// BodyReader, when not nil, is sent instead of Body: exactly
+	// ContentLength bytes of it, streamed. It may still be read after
+	// RoundTrip returns, until it fails or ends: a caller whose reader
+	// blocks (a client's body) must end it when it is no longer wanted.
+	BodyReader    io.Reader
+	ContentLength int64
 }
 
 // Client is a pool of connections; safe for concurrent use.
@@ -94,6 +110,7 @@ type Client struct {
 	idleTimeout time.Duration
 	maxIdle     int // per host
 	userAgent   string
+	headTimeout time.Duration
 
 	mu       sync.Mutex
 	idle     map[string][]*conn // by dial address, oldest first
@@ -124,6 +141,7 @@ func New(opts Options) *Client {
 		idleTimeout: opts.IdleTimeout,
 		maxIdle:     opts.MaxIdlePerHost,
 		userAgent:   opts.UserAgent,
+		headTimeout: opts.ResponseHeaderTimeout,
 		idle:        map[string][]*conn{},
 		wake:        make(chan struct{}, 1),
 	}
@@ -180,7 +198,15 @@ func (c *Client) RoundTrip(ctx context.Context, req *Request) (*http.Response, e
 		// request's context ends; stop reports whether it did.
 		stop := context.AfterFunc(ctx, func() { _ = pc.nc.SetDeadline(aLongTimeAgo) })
 		*head = (*head)[:headLen]
-		n, err := pc.write(head, req.Body)
+		var n int64
+		var err error
+		if req.BodyReader != nil {
+			var hn int
+			hn, err = pc.nc.Write(*head)
+			n = int64(hn)
+		} else {
+			n, err = pc.write(head, req.Body)
+		}
 		if err != nil {
 			stopped := stop()
 			pc.nc.Close()
@@ -194,19 +220,33 @@ func (c *Client) RoundTrip(ctx context.Context, req *Request) (*http.Response, e
 			}
 			return nil, fmt.Errorf("writing the request: %w", err)
 		}
-		resp, err := pc.readResponse(method)
+		var sent chan error
+		if req.BodyReader != nil {
+			sent = make(chan error, 1)
+			go pc.sendBody(req.BodyReader, req.ContentLength, sent)
+		}
+		resp, err := c.readResponseHead(ctx, pc, method)
 		if err != nil {
 			stop()
 			pc.nc.Close()
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
+			select {
+			case berr := <-sent:
+				// The body's own failure (the client's, mostly) is the
+				// cause, as a Transport reports it.
+				if berr != nil && !errors.Is(berr, errWriteFailed) {
+					return nil, berr
+				}
+			default:
+			}
 			if reused && errors.Is(err, io.EOF) {
 				return nil, errors.New("the server closed the kept-alive connection without answering")
 			}
 			return nil, fmt.Errorf("reading the response: %w", err)
 		}
-		b := &body{c: c, pc: pc, ctx: ctx, stop: stop, body: resp.Body, keep: !resp.Close}
+		b := &body{c: c, pc: pc, ctx: ctx, stop: stop, body: resp.Body, keep: !resp.Close, sent: sent}
 		if resp.Body == http.NoBody {
 			b.finish(true)
 		} else {
@@ -235,6 +275,85 @@ func methodRequest(method string) *http.Request {
 		return getRequest
 	}
 	return &http.Request{Method: method}
+}
+
+// readResponseHead reads the response's header within the client's
+// response-header timeout. The timeout expires the read deadline, which is
+// lifted once the header is in unless the context ended meanwhile (its
+// expiry must stand).
+func (c *Client) readResponseHead(ctx context.Context, pc *conn, method string) (*http.Response, error) {
+	if c.headTimeout <= 0 {
+		return pc.readResponse(method)
+	}
+	_ = pc.nc.SetReadDeadline(time.Now().Add(c.headTimeout))
+	resp, err := pc.readResponse(method)
+	if err != nil {
+		var ne net.Error
+		if ctx.Err() == nil && errors.As(err, &ne) && ne.Timeout() {
+			return nil, ErrResponseHeaderTimeout
+		}
+		return nil, err
+	}
+	_ = pc.nc.SetReadDeadline(time.Time{})
+	if ctx.Err() != nil {
+		_ = pc.nc.SetDeadline(aLongTimeAgo)
+	}
+	return resp, nil
+}
+
+// errWriteFailed marks a streamed body that could not be written (the
+// server went away), as against one that could not be read.
+var errWriteFailed = errors.New("writing the request body failed")
+
+// sendBody copies n bytes of r to the connection and reports how it went,
+// before acting on a failure so RoundTrip can name the cause. A failed
+// write closes the connection. A failed read only half-closes it: the
+// server sees the body end short and answers or closes, which ends a
+// response read waiting on a request that will never be whole, while an
+// answer already arriving (the server answered early) stays readable.
+func (pc *conn) sendBody(r io.Reader, n int64, sent chan<- error) {
+	bp := copyBufs.Get().(*[]byte)
+	err := copyN(pc.nc, r, n, *bp)
+	copyBufs.Put(bp)
+	sent <- err
+	if err == nil {
+		return
+	}
+	if cw, ok := pc.nc.(interface{ CloseWrite() error }); ok && !errors.Is(err, errWriteFailed) {
+		_ = cw.CloseWrite()
+		return
+	}
+	pc.nc.Close()
+}
+
+// copyBufs are sendBody's buffers: io.Copy into a TCP connection would
+// allocate one per request.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// copyN copies exactly n bytes of r to w through buf; a write failure is
+// marked errWriteFailed.
+func copyN(w io.Writer, r io.Reader, n int64, buf []byte) error {
+	for n > 0 {
+		if int64(len(buf)) > n {
+			buf = buf[:n]
+		}
+		nr, rerr := r.Read(buf)
+		if nr > 0 {
+			if _, werr := w.Write(buf[:nr]); werr != nil {
+				return fmt.Errorf("%w: %w", errWriteFailed, werr)
+			}
+			n -= int64(nr)
+		}
+		switch {
+		case n == 0:
+			return nil
+		case rerr == io.EOF:
+			return io.ErrUnexpectedEOF
+		case rerr != nil:
+			return rerr
+		}
+	}
+	return nil
 }
 
 // write sends the request head and body, in one write when the body is
@@ -280,6 +399,8 @@ type body struct {
 	body io.ReadCloser
 	keep bool
 	done bool
+	// sent reports a streamed body's end; nil for a buffered body.
+	sent chan error
 }
 
 func (b *body) Read(p []byte) (int, error) {
@@ -309,7 +430,16 @@ func (b *body) Close() error {
 func (b *body) finish(clean bool) {
 	b.done = true
 	// stop is false once the deadline was expired: the connection is
-	// spent whatever the body looked like.
+	// spent whatever the body looked like. A streamed request body still
+	// being sent, or not sent whole, spends it too.
+	if b.sent != nil {
+		select {
+		case err := <-b.sent:
+			clean = clean && err == nil
+		default:
+			clean = false
+		}
+	}
 	if b.stop() && clean && b.keep && b.pc.br.Buffered() == 0 {
 		b.c.put(b.pc)
 		return

@@ -49,9 +49,13 @@ func (c *Client) requestHead(method string, req *Request) (*[]byte, error) {
 		putHead(bp)
 		return nil, err
 	}
-	if len(req.Body) > 0 || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
+	n := int64(len(req.Body))
+	if req.BodyReader != nil {
+		n = req.ContentLength
+	}
+	if n > 0 || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
 		b = append(b, "Content-Length: "...)
-		b = strconv.AppendInt(b, int64(len(req.Body)), 10)
+		b = strconv.AppendInt(b, n, 10)
 		b = append(b, "\r\n"...)
 	}
 	b = append(b, "\r\n"...)

