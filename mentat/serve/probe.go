@@ -84,8 +84,8 @@ func newProber(ctx context.Context, interval, timeout, promote time.Duration, lo
 
 // sync makes the probed groups exactly those in cands (group name →
 // candidate URLs, best first). A group whose list changed keeps the
-// candidate in use when it is still listed; otherwise it reads unprobed
-// and is probed at once.
+// candidate in use when it is still listed; otherwise it keeps its last
+// result until a round, started at once, finds the next candidate.
 func (p *prober) sync(cands map[string][]string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -111,11 +111,12 @@ func (p *prober) sync(cands map[string][]string) {
 		changed := !slices.Equal(g.cands, list)
 		if changed {
 			g.cands = slices.Clone(list)
+			// A candidate in use that left the list (the node dropped an
+			// address) keeps its last result until the round kicked below
+			// finds the next one: a few milliseconds, in which the model
+			// stays listed rather than flapping out of /v1/models.
 			if g.inUse != "" && !slices.Contains(list, g.inUse) {
 				g.inUse = ""
-			}
-			if g.inUse == "" {
-				g.result = probeResult{}
 			}
 			if g.cancelRound != nil {
 				g.cancelRound()

@@ -186,8 +186,8 @@ func netnsFallThrough(t *testing.T, announceInterval string, proberAlone bool) {
 
 	r := startRouter(t, "router", 0, "MENTAT_DAEMONS="+addrB+":6380", "ALLOWED_SOURCES=10.231.",
 		"PROBE_INTERVAL_S=0.3", "PROBE_TIMEOUT_S=1", "PROBE_PROMOTE_S=2",
-		// A dead candidate costs up to two timeouts (the probe is retried
-		// once on a fresh connection); results must outlive that round.
+		// A dead candidate costs one PROBE_TIMEOUT_S a round; results
+		// outlive a round with room for a loaded machine.
 		"PROBE_FRESH_S=6")
 	url := func(a string) string { return "http://" + a + ":8000/v1" }
 	r.waitModels(t, "fab-1")
