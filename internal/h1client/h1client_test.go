@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"io"
 	"net"
 	"net/http"
@@ -21,65 +22,15 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// rawServer is a server written against the socket, so a test controls
-// every byte of the framing. answer writes one response and reports
-// whether the connection stays open.
-type rawServer struct {
-	ln    net.Listener
-	conns atomic.Int64
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	open  map[net.Conn]bool
-}
+// rawServer is a server whose every byte of framing the test writes.
+type rawServer = testproc.RawServer
 
 func newRawServer(t *testing.T, answer func(w *bufio.Writer, r *http.Request, body string) bool) *rawServer {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &rawServer{ln: ln, open: map[net.Conn]bool{}}
-	s.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.conns.Add(1)
-			s.mu.Lock()
-			s.open[c] = true
-			s.mu.Unlock()
-			s.wg.Go(func() {
-				defer c.Close()
-				br, bw := bufio.NewReader(c), bufio.NewWriter(c)
-				for {
-					r, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					b, _ := io.ReadAll(r.Body)
-					keep := answer(bw, r, string(b))
-					if bw.Flush() != nil || !keep {
-						return
-					}
-				}
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		s.mu.Lock()
-		for c := range s.open {
-			c.Close()
-		}
-		s.mu.Unlock()
-		s.wg.Wait()
-	})
-	return s
+	return testproc.NewRawServer(t, answer)
 }
 
-func (s *rawServer) url(t *testing.T, path string) *url.URL {
-	return mustURL(t, "http://"+s.ln.Addr().String()+path)
+func srvURL(t *testing.T, s *rawServer, path string) *url.URL {
+	return mustURL(t, "http://"+s.Addr()+path)
 }
 
 func newClient(t *testing.T, opts Options) *Client {
@@ -139,7 +90,7 @@ func TestRequestOnTheWire(t *testing.T) {
 		{http.MethodPut, "x", nil, 1, "1"},
 		{http.MethodGet, "", nil, 0, "1"},
 	} {
-		target := srv.url(t, "/v1/x?a=1&b=%2F")
+		target := srvURL(t, srv, "/v1/x?a=1&b=%2F")
 		resp, answer := do(t, c, &Request{Method: tc.method, Target: target, Header: in, Keys: tc.keys, Body: []byte(tc.body)})
 		mu.Lock()
 		r, body := got, gotBody
@@ -155,14 +106,14 @@ func TestRequestOnTheWire(t *testing.T) {
 		if tc.method == http.MethodGet && hasLen {
 			t.Errorf("GET without a body sent Content-Length")
 		}
-		if r.RequestURI != "/v1/x?a=1&b=%2F" || r.Host != srv.ln.Addr().String() ||
+		if r.RequestURI != "/v1/x?a=1&b=%2F" || r.Host != srv.Addr() ||
 			r.ContentLength != tc.wantLen || r.Header.Get("User-Agent") != "tester" ||
 			r.Header.Get("Authorization") != "Bearer  sk-1" || len(r.Header.Values("Accept")) != 2 ||
 			r.Header.Get("X-Private") != tc.private || r.Header.Get("Content-Type") != "application/json" {
 			t.Fatalf("server read %s %s Host %q length %d header %v", r.Method, r.RequestURI, r.Host, r.ContentLength, r.Header)
 		}
 	}
-	if n := srv.conns.Load(); n != 1 {
+	if n := srv.Conns(); n != 1 {
 		t.Fatalf("%d sequential requests used %d connections, want 1", 5, n)
 	}
 }
@@ -197,18 +148,18 @@ func TestFraming(t *testing.T) {
 				return true
 			})
 			c := newClient(t, Options{})
-			resp, got := do(t, c, &Request{Method: tc.method, Target: srv.url(t, "/")})
+			resp, got := do(t, c, &Request{Method: tc.method, Target: srvURL(t, srv, "/")})
 			if got != tc.body || resp.StatusCode/100 != 2 {
 				t.Fatalf("first answer %d %q, want %q", resp.StatusCode, got, tc.body)
 			}
-			if _, got := do(t, c, &Request{Target: srv.url(t, "/")}); got != "second" {
+			if _, got := do(t, c, &Request{Target: srvURL(t, srv, "/")}); got != "second" {
 				t.Fatalf("second answer %q", got)
 			}
 			want := int64(2)
 			if tc.reusable {
 				want = 1
 			}
-			if conns := srv.conns.Load(); conns != want {
+			if conns := srv.Conns(); conns != want {
 				t.Fatalf("two requests used %d connections, want %d", conns, want)
 			}
 		})
@@ -227,7 +178,7 @@ func TestClosedIdleConnectionNotWritten(t *testing.T) {
 	})
 	c := newClient(t, Options{})
 	for i := range 5 {
-		if _, got := do(t, c, &Request{Target: srv.url(t, "/")}); got != "ok" {
+		if _, got := do(t, c, &Request{Target: srvURL(t, srv, "/")}); got != "ok" {
 			t.Fatalf("request %d: %q", i, got)
 		}
 		eventually(t, "the server's close to reach the pooled connection", func() bool {
@@ -297,7 +248,7 @@ func TestErrorsKeepTheirCause(t *testing.T) {
 	defer close(release)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
-	_, err = c.RoundTrip(ctx, &Request{Target: srv.url(t, "/")})
+	_, err = c.RoundTrip(ctx, &Request{Target: srvURL(t, srv, "/")})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled request: %v, want context.Canceled", err)
 	}

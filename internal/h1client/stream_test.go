@@ -27,12 +27,12 @@ func TestStreamedBody(t *testing.T) {
 	c := newClient(t, Options{})
 	for _, n := range []int{1, 100 << 10} {
 		body := strings.Repeat("b", n)
-		_, got := do(t, c, &Request{Target: srv.url(t, "/"), BodyReader: strings.NewReader(body), ContentLength: int64(n)})
+		_, got := do(t, c, &Request{Target: srvURL(t, srv, "/"), BodyReader: strings.NewReader(body), ContentLength: int64(n)})
 		if got != "y" {
 			t.Fatalf("%d-byte streamed body not received whole", n)
 		}
 	}
-	if conns := srv.conns.Load(); conns != 1 {
+	if conns := srv.Conns(); conns != 1 {
 		t.Fatalf("two streamed requests used %d connections, want 1", conns)
 	}
 }
@@ -65,7 +65,7 @@ func TestStreamedBodyReadFailure(t *testing.T) {
 	c := newClient(t, Options{})
 	cause := errors.New("client went away")
 	body := io.MultiReader(strings.NewReader("part"), errReader{cause})
-	_, err := c.RoundTrip(context.Background(), &Request{Target: srv.url(t, "/"), BodyReader: body, ContentLength: 100})
+	_, err := c.RoundTrip(context.Background(), &Request{Target: srvURL(t, srv, "/"), BodyReader: body, ContentLength: 100})
 	if !errors.Is(err, cause) {
 		t.Fatalf("failed body: %v, want its cause", err)
 	}
@@ -93,10 +93,10 @@ func TestResponseHeaderTimeout(t *testing.T) {
 	})
 	defer close(release)
 	c := newClient(t, Options{ResponseHeaderTimeout: 100 * time.Millisecond})
-	if _, err := c.RoundTrip(context.Background(), &Request{Target: srv.url(t, "/")}); !errors.Is(err, ErrResponseHeaderTimeout) {
+	if _, err := c.RoundTrip(context.Background(), &Request{Target: srvURL(t, srv, "/")}); !errors.Is(err, ErrResponseHeaderTimeout) {
 		t.Fatalf("no answer: %v, want ErrResponseHeaderTimeout", err)
 	}
-	if _, got := do(t, c, &Request{Target: srv.url(t, "/slow-body")}); got != "ok" {
+	if _, got := do(t, c, &Request{Target: srvURL(t, srv, "/slow-body")}); got != "ok" {
 		t.Fatalf("slow body %q", got)
 	}
 }

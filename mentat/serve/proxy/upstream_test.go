@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"io"
 	"net"
 	"net/http"
@@ -13,64 +14,14 @@ import (
 	"time"
 )
 
-// rawEngine is an engine written against the socket, so a test controls
-// every byte of the framing. answer writes one response and reports
-// whether the connection stays open.
-type rawEngine struct {
-	ln    net.Listener
-	conns atomic.Int64
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	open  map[net.Conn]bool
-}
+// rawEngine is an engine whose every byte of framing the test writes.
+type rawEngine = testproc.RawServer
 
 func newRawEngine(t *testing.T, answer func(w *bufio.Writer, r *http.Request, body string) bool) *rawEngine {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &rawEngine{ln: ln, open: map[net.Conn]bool{}}
-	e.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			e.conns.Add(1)
-			e.mu.Lock()
-			e.open[c] = true
-			e.mu.Unlock()
-			e.wg.Go(func() {
-				defer c.Close()
-				br, bw := bufio.NewReader(c), bufio.NewWriter(c)
-				for {
-					r, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					b, _ := io.ReadAll(r.Body)
-					keep := answer(bw, r, string(b))
-					if bw.Flush() != nil || !keep {
-						return
-					}
-				}
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		e.mu.Lock()
-		for c := range e.open {
-			c.Close()
-		}
-		e.mu.Unlock()
-		e.wg.Wait()
-	})
-	return e
+	return testproc.NewRawServer(t, answer)
 }
 
-func (e *rawEngine) base() string { return "http://" + e.ln.Addr().String() + "/v1" }
+func rawBase(e *rawEngine) string { return "http://" + e.Addr() + "/v1" }
 
 func postOK(t *testing.T, rt *router, body string) (*http.Response, string) {
 	t.Helper()
@@ -98,7 +49,7 @@ func TestUpstreamRequestOnTheWire(t *testing.T) {
 		return true
 	})
 	rt := newRouter(t, Config{})
-	rt.publish(t, map[string]string{"m": eng.base()}, nil)
+	rt.publish(t, map[string]string{"m": rawBase(eng)}, nil)
 	body := `{"model":"m","prompt":"` + strings.Repeat("x", 64<<10) + `"}` // over h1client's inline size: writev
 	for _, b := range []string{`{"model":"m"}`, body} {
 		req, _ := http.NewRequest(http.MethodPost, rt.URL+"/v1/chat/completions?a=1&b=%2F", strings.NewReader(b))
@@ -118,7 +69,7 @@ func TestUpstreamRequestOnTheWire(t *testing.T) {
 		if resp.StatusCode != 200 || r == nil || gotBody != b {
 			t.Fatalf("status %d, body intact %v", resp.StatusCode, gotBody == b)
 		}
-		if r.RequestURI != "/v1/chat/completions?a=1&b=%2F" || r.Host != eng.ln.Addr().String() ||
+		if r.RequestURI != "/v1/chat/completions?a=1&b=%2F" || r.Host != eng.Addr() ||
 			r.ContentLength != int64(len(b)) || r.Header.Get("User-Agent") != "mentatd-serve" ||
 			r.Header.Get("Authorization") != "Bearer  sk-1" || len(r.Header.Values("Accept")) != 2 ||
 			r.Header.Get("X-Private") != "" || r.Header.Get("Content-Type") != jsonCT {
@@ -136,13 +87,13 @@ func TestUpstreamConnectionReuse(t *testing.T) {
 		return true
 	})
 	rt := newRouter(t, Config{})
-	rt.publish(t, map[string]string{"m": eng.base()}, nil)
+	rt.publish(t, map[string]string{"m": rawBase(eng)}, nil)
 	for range 20 {
 		if _, got := postOK(t, rt, `{"model":"m"}`); got != "ok" {
 			t.Fatalf("body %q", got)
 		}
 	}
-	if n := eng.conns.Load(); n != 1 {
+	if n := eng.Conns(); n != 1 {
 		t.Fatalf("20 sequential requests used %d upstream connections, want 1", n)
 	}
 }
@@ -176,7 +127,7 @@ func TestUpstreamFraming(t *testing.T) {
 				return true
 			})
 			rt := newRouter(t, Config{})
-			rt.publish(t, map[string]string{"m": eng.base()}, nil)
+			rt.publish(t, map[string]string{"m": rawBase(eng)}, nil)
 			resp := rt.post(t, "/v1/chat/completions", jsonCT, `{"model":"m"}`)
 			got := readAllString(t, resp.Body)
 			resp.Body.Close()
@@ -190,7 +141,7 @@ func TestUpstreamFraming(t *testing.T) {
 			if c.reusable {
 				want = 1
 			}
-			if conns := eng.conns.Load(); conns != want {
+			if conns := eng.Conns(); conns != want {
 				t.Fatalf("two requests used %d connections, want %d", conns, want)
 			}
 		})
