@@ -20,7 +20,9 @@ func runGateway(ctx context.Context, cfg config) (string, []target, error) {
 		return "", []target{{goal: "gateway added p50 < 0.3 ms (issue 11)"}, {goal: "gateway throughput ≥ 90% of direct (issue 11)"}}, err
 	}
 	return r.Markdown, []target{
-		{goal: "gateway added p50 < 0.3 ms (issue 11)", known: true, met: r.AddedP50 < 300*time.Microsecond, measured: harness.Ms(r.AddedP50) + " ms"},
-		{goal: "gateway throughput ≥ 90% of direct (issue 11)", known: true, met: r.Throughput >= 0.9, measured: fmt.Sprintf("%.0f%% of direct", 100*r.Throughput)},
+		{goal: "gateway added p50 < 0.3 ms (issue 11)", known: true, met: r.AddedP50 < 300*time.Microsecond,
+			measured: fmt.Sprintf("%s ms (Nginx in its place adds %s ms)", harness.Ms(r.AddedP50), harness.Ms(r.NginxAddedP50))},
+		{goal: "gateway throughput ≥ 90% of direct (issue 11)", known: true, met: r.Throughput >= 0.9,
+			measured: fmt.Sprintf("%.0f%% of direct (Nginx in its place %.0f%%)", 100*r.Throughput, 100*r.NginxThroughput)},
 	}, nil
 }

@@ -34,7 +34,7 @@ func sections() []section {
 		{"streams", "Memory per open stream", runIdle},
 		{"scale", "Router cost vs cluster size", runScale},
 		{"ppocr", "Model server vs in-process ONNX Runtime", runPPOCR},
-		{"gateway", "Gateway vs direct to the model port", runGateway},
+		{"gateway", "Gateway vs Nginx vs direct to the model port", runGateway},
 		{"mortredserver", "Model-server overhead and batching", runMortredServer},
 	}
 }

@@ -29,6 +29,18 @@ type Nginx struct {
 // memory are those of the one worker). upstreams maps a name to the
 // engine's loopback port.
 func Start(ctx context.Context, dir, cpus string, upstreams map[string]int) (*Nginx, error) {
+	return StartWith(ctx, dir, cpus, upstreams, nil)
+}
+
+// StartWith is Start with extra directives in the `location /` of some
+// upstreams (extra maps the name to them, one directive a line, nested
+// blocks indented as they should read), after the proxying ones: so a
+// benchmark can make Nginx do a proxy's whole job (check a token with if
+// and return, rewrite the path, proxy_set_header, add_header). Upstreams
+// without extra get exactly Start's configuration. A proxy_set_header
+// here does not lose Connection "": both sit in the same location, and
+// nginx drops only an outer level's proxy_set_header.
+func StartWith(ctx context.Context, dir, cpus string, upstreams map[string]int, extra map[string]string) (*Nginx, error) {
 	bin, err := harness.LookNginx()
 	if err != nil {
 		return nil, err
@@ -39,61 +51,18 @@ func Start(ctx context.Context, dir, cpus string, upstreams map[string]int) (*Ng
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	var servers strings.Builder
 	for _, name := range names {
 		p, err := harness.FreePort()
 		if err != nil {
 			return nil, err
 		}
 		n.Port[name] = p
-		fmt.Fprintf(&servers, `
-    upstream %[1]s {
-        server 127.0.0.1:%[2]d;
-        keepalive 256;
-        # below enginesim's (uvicorn's) 5 s, so nginx never reuses a
-        # connection the engine is closing
-        keepalive_timeout 4s;
-    }
-    server {
-        listen 127.0.0.1:%[3]d;
-        location / {
-            proxy_pass http://%[1]s;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_buffering off;
-            proxy_read_timeout 1800s;
-        }
-    }
-`, name, upstreams[name], p)
 	}
 	tmp := filepath.Join(dir, "nginx")
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return nil, err
 	}
-	n.Config = fmt.Sprintf(`daemon off;
-master_process off;
-worker_processes 1;
-worker_rlimit_nofile 65536;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log warn;
-events {
-    worker_connections 32768;
-}
-http {
-    access_log off;
-    # Bodies are read whole before forwarding (nginx's default, like the
-    # router, which must read a body to find its model), but in memory: a
-    # 1 MiB body would otherwise go through a temp file.
-    client_max_body_size 128m;
-    client_body_buffer_size 2m;
-    client_body_temp_path %[1]s/body;
-    proxy_temp_path %[1]s/proxy;
-    fastcgi_temp_path %[1]s/fastcgi;
-    uwsgi_temp_path %[1]s/uwsgi;
-    scgi_temp_path %[1]s/scgi;
-    keepalive_requests 1000000;
-%[2]s}
-`, tmp, servers.String())
+	n.Config = render(tmp, names, upstreams, n.Port, extra)
 	conf := filepath.Join(tmp, "nginx.conf")
 	if err := os.WriteFile(conf, []byte(n.Config), 0o644); err != nil {
 		return nil, err
@@ -117,6 +86,66 @@ http {
 		}
 	}
 	return n, nil
+}
+
+// render is the whole nginx.conf: temp paths under tmp, one upstream and
+// one server per name, in names' order.
+func render(tmp string, names []string, upstreams, ports map[string]int, extra map[string]string) string {
+	var servers strings.Builder
+	for _, name := range names {
+		var more strings.Builder
+		if e := strings.Trim(extra[name], "\n"); e != "" {
+			for _, line := range strings.Split(e, "\n") {
+				if strings.TrimSpace(line) != "" {
+					more.WriteString("            " + line)
+				}
+				more.WriteString("\n")
+			}
+		}
+		fmt.Fprintf(&servers, `
+    upstream %[1]s {
+        server 127.0.0.1:%[2]d;
+        keepalive 256;
+        # below enginesim's (uvicorn's) 5 s, so nginx never reuses a
+        # connection the engine is closing
+        keepalive_timeout 4s;
+    }
+    server {
+        listen 127.0.0.1:%[3]d;
+        location / {
+            proxy_pass http://%[1]s;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_read_timeout 1800s;
+%[4]s        }
+    }
+`, name, upstreams[name], ports[name], more.String())
+	}
+	return fmt.Sprintf(`daemon off;
+master_process off;
+worker_processes 1;
+worker_rlimit_nofile 65536;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events {
+    worker_connections 32768;
+}
+http {
+    access_log off;
+    # Bodies are read whole before forwarding (nginx's default, like the
+    # router, which must read a body to find its model), but in memory: a
+    # 1 MiB body would otherwise go through a temp file.
+    client_max_body_size 128m;
+    client_body_buffer_size 2m;
+    client_body_temp_path %[1]s/body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+    keepalive_requests 1000000;
+%[2]s}
+`, tmp, servers.String())
 }
 
 // URL is nginx's base URL for an upstream.
