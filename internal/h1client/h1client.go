@@ -184,7 +184,7 @@ func (c *Client) RoundTrip(ctx context.Context, req *Request) (*http.Response, e
 	}
 	defer putHead(head)
 	headLen := len(*head)
-	addr := dialAddr(req.Target.Host)
+	addr := DialAddr(req.Target.Host)
 	for {
 		pc, reused := c.get(addr)
 		if pc == nil {

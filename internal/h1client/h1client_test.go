@@ -193,6 +193,8 @@ func TestClosedIdleConnectionNotWritten(t *testing.T) {
 			}
 			return true
 		})
+		// Only a connection idle past trustIdle is peeked at.
+		time.Sleep(trustIdle + 10*time.Millisecond)
 	}
 	if n := requests.Load(); n != 5 {
 		t.Fatalf("server saw %d requests for 5 sent", n)
@@ -274,8 +276,8 @@ func TestRequestHead(t *testing.T) {
 	}
 	putHead(bp)
 	for in, want := range map[string]string{"h:80": "h:80", "h": "h:80", "h:": "h:80", "[::1]": "[::1]:80", "[::1]:9": "[::1]:9"} {
-		if got := dialAddr(in); got != want {
-			t.Errorf("dialAddr(%q) = %q, want %q", in, got, want)
+		if got := DialAddr(in); got != want {
+			t.Errorf("DialAddr(%q) = %q, want %q", in, got, want)
 		}
 	}
 	if c.Handles(mustURL(t, "https://h/")) || c.Handles(mustURL(t, "http://bücher.example/")) || !c.Handles(mustURL(t, "http://h:1/")) {

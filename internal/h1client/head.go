@@ -26,7 +26,7 @@ func (c *Client) requestHead(method string, req *Request) (*[]byte, error) {
 	b = append(b, ' ')
 	b = append(b, req.Target.RequestURI()...)
 	b = append(b, " HTTP/1.1\r\nHost: "...)
-	b = append(b, hostHeader(req.Target.Host)...)
+	b = append(b, HostHeader(req.Target.Host)...)
 	b = append(b, "\r\nUser-Agent: "...)
 	b = append(b, c.userAgent...)
 	b = append(b, "\r\n"...)
@@ -86,9 +86,9 @@ func appendHeader(b []byte, k string, vv []string) ([]byte, error) {
 	return b, nil
 }
 
-// hostHeader is the Host header for a URL host as net/http writes it: no
+// HostHeader is the Host header for a URL host as net/http writes it: no
 // empty port, no IPv6 zone.
-func hostHeader(host string) string {
+func HostHeader(host string) string {
 	host = strings.TrimSuffix(host, ":")
 	if strings.HasPrefix(host, "[") {
 		if i := strings.IndexByte(host, '%'); i >= 0 {

@@ -57,6 +57,9 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	st := stats.New(routes, inflight{px.Inflight()}, scrapeClient, log)
 
 	srv.Handle("/", root(px, ui.Handler(status)))
+	// Every POST the mux would give the proxy, served without net/http;
+	// the paths below are other handlers'.
+	srv.SetFast(px.Fast("/mcp", "/v1/responses/input_tokens"))
 	srv.Handle("/mcp", ep)
 	srv.Handle("GET /stats.json", st.Handler())
 	// The router owns this route: vLLM has none, and the engine's

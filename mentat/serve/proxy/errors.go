@@ -64,6 +64,17 @@ type errorFields struct {
 // place the proxy writes an error response, and other router handlers may
 // use it for the same shape.
 func WriteError(w http.ResponseWriter, e *Error) {
+	b := e.body()
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(b)
+}
+
+// body is e's JSON body, newline-terminated.
+func (e *Error) body() []byte {
 	f := errorFields{Message: e.Message, Type: e.Type, Code: e.Code}
 	if f.Type == "" {
 		f.Type = typeServer
@@ -75,13 +86,7 @@ func WriteError(w http.ResponseWriter, e *Error) {
 		f.Param = &e.Param
 	}
 	b, _ := json.Marshal(errorBody{Error: f})
-	b = append(b, '\n')
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(e.Status)
-	_, _ = w.Write(b)
+	return append(b, '\n')
 }
 
 // classifyUpstream turns a failed round trip into the client's answer.
@@ -96,8 +101,15 @@ func classifyUpstream(err error, parent, ctx context.Context, x *exchange) error
 	if errors.As(err, &ue) {
 		inner = ue.Err
 	}
-	where := fmt.Sprintf("upstream %s of group %q", x.target.Redacted(), x.route.Group)
-	if ctx.Err() == context.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
+	timedOut := ctx.Err() == context.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded)
+	return upstreamError(inner, timedOut, x)
+}
+
+// upstreamError is the answer for a failed exchange with the engine: 504
+// past SERVING_TIMEOUT_S, 502 when it could not be reached or failed.
+func upstreamError(inner error, timedOut bool, x *exchange) error {
+	where := fmt.Sprintf("upstream %s of group %q", x.upstream(), x.route.Group)
+	if timedOut {
 		return &Error{Status: http.StatusGatewayTimeout, Code: "upstream_timeout",
 			Message: fmt.Sprintf("%s did not finish within SERVING_TIMEOUT_S (%s); the request was cancelled. Raise SERVING_TIMEOUT_S if generations legitimately run longer", where, x.timeout),
 			Cause:   inner}

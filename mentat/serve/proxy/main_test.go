@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"github.com/fe64bb06/frontdoor/internal/h1server"
 	"github.com/fe64bb06/frontdoor/internal/logx"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 )
@@ -49,13 +50,15 @@ func newEngine(t testing.TB, h http.HandlerFunc) *engine {
 func (e *engine) base() string { return e.URL + "/v1" }
 
 // router is a proxy behind a real listener, routing by a snapshot the test
-// builds directly.
+// builds directly. It serves as the router binary does: the fast path
+// (h1server) in front, ServeHTTP behind it for what the fast path leaves.
 type router struct {
-	*httptest.Server
-	p      *Proxy
-	holder *routes.Holder
-	reg    *prometheus.Registry
-	client *http.Client
+	URL      string
+	Listener net.Listener
+	p        *Proxy
+	holder   *routes.Holder
+	reg      *prometheus.Registry
+	client   *http.Client
 }
 
 func newRouter(t testing.TB, cfg Config) *router { return newRouterWith(t, cfg, nil) }
@@ -63,19 +66,45 @@ func newRouter(t testing.TB, cfg Config) *router { return newRouterWith(t, cfg, 
 // newRouterWith lets the test configure the router's http.Server before it
 // starts.
 func newRouterWith(t testing.TB, cfg Config, configure func(*http.Server)) *router {
+	return startRouter(t, cfg, configure, true)
+}
+
+// newPlainRouter serves through net/http alone (ServeHTTP for every
+// request), for comparing the two paths.
+func newPlainRouter(t testing.TB, cfg Config) *router { return startRouter(t, cfg, nil, false) }
+
+func startRouter(t testing.TB, cfg Config, configure func(*http.Server), fast bool) *router {
 	t.Helper()
 	rt := &router{holder: &routes.Holder{}, reg: prometheus.NewRegistry()}
 	rt.p = New(rt.holder, cfg, logx.Discard(), rt.reg)
-	rt.Server = httptest.NewUnstartedServer(rt.p)
-	if configure != nil {
-		configure(rt.Server.Config)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	rt.Server.Start()
+	rt.Listener = ln
+	rt.URL = "http://" + ln.Addr().String()
+	hs := &http.Server{Handler: rt.p, ReadHeaderTimeout: 10 * time.Second}
+	if configure != nil {
+		configure(hs)
+	}
+	var srv interface {
+		Serve(net.Listener) error
+		Close() error
+	} = hs
+	if fast {
+		srv = &h1server.Server{Handler: rt.p.Fast("/reserved"), Fallback: hs}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
 	tr := &http.Transport{DisableCompression: true}
 	rt.client = &http.Client{Transport: tr}
 	t.Cleanup(func() {
 		tr.CloseIdleConnections()
-		rt.Server.Close()
+		srv.Close()
+		<-done
 		rt.p.Close()
 	})
 	return rt

@@ -152,10 +152,12 @@ func (p *Proxy) Close() {
 type exchange struct {
 	start time.Time
 	// model is the metrics label: "" until a group is known to serve it.
-	model   string
-	code    int
-	route   *routes.Route
-	target  *url.URL
+	model  string
+	code   int
+	route  *routes.Route
+	target *url.URL
+	// head is the fast path's upstream request head (it has no target).
+	head    []byte
 	timeout time.Duration
 	flight  *flight
 	// mm is the model's metrics, set with flight.
@@ -195,24 +197,34 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 	if err != nil {
 		return &Error{Status: http.StatusBadRequest, Code: "invalid_body", Param: "model", Message: err.Error()}
 	}
+	if err := p.route(x, f.Model); err != nil {
+		return err
+	}
+	x.target = Target(x.route, r.URL)
+	return p.forward(w, r, x, body, f.Stream)
+}
+
+// route looks the model up in the current snapshot and sets x's model
+// and route, or returns the refusal: 503 with the group's why_not when a
+// group serves the name but is not admitted, else 404 listing what is.
+func (p *Proxy) route(x *exchange, model string) error {
 	snap := p.src.Load()
-	rt, g := snap.Lookup(f.Model)
+	rt, g := snap.Lookup(model)
 	if rt == nil {
 		if g != nil {
-			x.model = f.Model
+			x.model = model
 			return &Error{Status: http.StatusServiceUnavailable, Code: "model_unavailable", Param: "model",
-				Message: fmt.Sprintf("model %q is served by group %q, which is not routable now: %s (see /status.json)", f.Model, g.Name, g.WhyNot)}
+				Message: fmt.Sprintf("model %q is served by group %q, which is not routable now: %s (see /status.json)", model, g.Name, g.WhyNot)}
 		}
 		avail := "none"
 		if a := snap.Available(); len(a) > 0 {
 			avail = strings.Join(a, ", ")
 		}
 		return &Error{Status: http.StatusNotFound, Code: "model_not_found", Param: "model",
-			Message: fmt.Sprintf("model %q is not served by this cluster; available models: %s", f.Model, avail)}
+			Message: fmt.Sprintf("model %q is not served by this cluster; available models: %s", model, avail)}
 	}
-	x.model, x.route = f.Model, rt
-	x.target = Target(rt, r.URL)
-	return p.forward(w, r, x, body, f.Stream)
+	x.model, x.route = model, rt
+	return nil
 }
 
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte, stream bool) error {
@@ -369,31 +381,13 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, x *exchange, err er
 		p.log.Debug("proxy_client_gone", "model", x.model, "path", r.URL.Path, "elapsed", time.Since(x.start))
 		return
 	}
-	var e *Error
-	if !errors.As(err, &e) {
-		e = &Error{Status: http.StatusInternalServerError, Code: "internal_error",
-			Message: "the router failed while proxying this request", Cause: err}
-	}
-	x.code = e.Status
-	args := []any{"model", x.model, "path", r.URL.Path, "status", e.Status, "code", e.Code}
-	if x.route != nil {
-		args = append(args, "group", x.route.Group, "upstream", x.target.Redacted())
-	}
-	if e.Cause != nil {
-		args = append(args, "err", e.Cause)
-	}
+	e := asError(err)
+	p.logFailure(x, r.URL.Path, e)
 	if x.headersOut {
 		// The status line is out: the only honest signal left is to cut
 		// the connection, so the client cannot take a truncated answer
 		// for a complete one.
-		p.log.Warn("proxy_stream_cut", args...)
 		panic(http.ErrAbortHandler)
-	}
-	switch {
-	case e.Status >= 500 && e.Status != http.StatusServiceUnavailable:
-		p.log.Warn("proxy_upstream_failed", args...)
-	default:
-		p.log.Debug("proxy_refused", append(args, "message", e.Message)...)
 	}
 	if e.Status == http.StatusRequestEntityTooLarge {
 		// The rest of the body was not read; the connection cannot carry
@@ -403,8 +397,57 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, x *exchange, err er
 	WriteError(w, e)
 }
 
+// asError is err as the client's answer: an *Error, or a 500.
+func asError(err error) *Error {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = &Error{Status: http.StatusInternalServerError, Code: "internal_error",
+			Message: "the router failed while proxying this request", Cause: err}
+	}
+	return e
+}
+
+// logFailure records e as x's outcome and logs it: a cut stream or an
+// upstream failure as a warning, a refusal at debug.
+func (p *Proxy) logFailure(x *exchange, path string, e *Error) {
+	x.code = e.Status
+	args := []any{"model", x.model, "path", path, "status", e.Status, "code", e.Code}
+	if x.route != nil {
+		args = append(args, "group", x.route.Group, "upstream", x.upstream())
+	}
+	if e.Cause != nil {
+		args = append(args, "err", e.Cause)
+	}
+	switch {
+	case x.headersOut:
+		p.log.Warn("proxy_stream_cut", args...)
+	case e.Status >= 500 && e.Status != http.StatusServiceUnavailable:
+		p.log.Warn("proxy_upstream_failed", args...)
+	default:
+		p.log.Debug("proxy_refused", append(args, "message", e.Message)...)
+	}
+}
+
+// upstream is the request's upstream URL for logs and messages.
+func (x *exchange) upstream() string {
+	if x.target != nil {
+		return x.target.Redacted()
+	}
+	return "http://" + x.route.Base.Host + upstreamURI(x.head)
+}
+
 // finish records the outcome; it runs however the handler ends.
 func (p *Proxy) finish(r *http.Request, x *exchange) {
+	p.record(x)
+	// Checked first: building the arguments costs allocations even when
+	// the line is dropped.
+	if p.log.Enabled(r.Context(), slog.LevelDebug) {
+		p.log.Debug("proxy_request", "model", x.model, "path", r.URL.Path, "status", x.code, "elapsed", time.Since(x.start))
+	}
+}
+
+// record ends x's in-flight row and counts its outcome.
+func (p *Proxy) record(x *exchange) {
 	if x.flight != nil {
 		p.inflight.remove(x.flight)
 		x.mm.gauge().Dec()
@@ -417,11 +460,6 @@ func (p *Proxy) finish(r *http.Request, x *exchange) {
 		mm = p.m.model(x.model)
 	}
 	mm.done(x.code)
-	// Checked first: building the arguments costs allocations even when
-	// the line is dropped.
-	if p.log.Enabled(r.Context(), slog.LevelDebug) {
-		p.log.Debug("proxy_request", "model", x.model, "path", r.URL.Path, "status", x.code, "elapsed", time.Since(x.start))
-	}
 }
 
 // upstreamRequest builds the engine's request on the resolved URL
