@@ -24,7 +24,11 @@ type Head struct {
 	ContentLength int64
 	// Close is set when the client asked for the connection to be closed
 	// after this exchange.
-	Close  bool
+	Close bool
+	// Buffered is how many bytes after the head arrived with it: when at
+	// least ContentLength, the whole body is in memory and reading it
+	// cannot block.
+	Buffered int64
 	fields []field
 	// scratch holds the head's bytes; reused by the next request.
 	scratch []byte

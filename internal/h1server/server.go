@@ -312,6 +312,7 @@ func (c *conn) readHead() (ok bool, err error) {
 		buf, _ := c.br.Peek(c.br.Buffered())
 		if n := headEnd(buf); n >= 0 {
 			c.headLen = n
+			c.x.Head.Buffered = int64(len(buf) - n)
 			return c.x.Head.parse(buf[:n]), nil
 		}
 		if len(buf) >= bufSize {
