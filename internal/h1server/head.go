@@ -29,7 +29,7 @@ type Head struct {
 	// least ContentLength, the whole body is in memory and reading it
 	// cannot block.
 	Buffered int64
-	fields []field
+	fields   []field
 	// scratch holds the head's bytes; reused by the next request.
 	scratch []byte
 }
