@@ -1,8 +1,12 @@
 // Package gateway measures mortred-gateway against calling the model
-// server's port directly, and against Nginx doing the gateway's work in
-// the same placement, in one run: the built-in TESTMODEL with no delay
-// (so the model costs almost nothing and the hop is what shows),
-// batching off, the same wrk load on every path, interleaved.
+// server's port directly, and against Nginx doing the gateway's work, in
+// one run: the built-in TESTMODEL with no delay (so the model costs
+// almost nothing and the hop is what shows), batching off, the same wrk
+// load on every path, interleaved. Each proxy runs in two placements in
+// front of the same model server: A on the model server's core (its CPU
+// is charged against the model: the worst case) and B on the load
+// generator's core (the model server keeps its own: does the proxy cost
+// the model throughput when the proxy has CPU of its own).
 package gateway
 
 import (
@@ -40,11 +44,22 @@ type Config struct {
 type Result struct {
 	Markdown string
 	// AddedP50 is the gateway's p50 minus direct's at one connection;
-	// Throughput the gateway's req/s over direct's at Conns. The Nginx
+	// Throughput the gateway's req/s over direct's at Conns, both in
+	// placement A (on the model server's core). The OwnCore figures are
+	// placement B (the proxy on the load generator's core). The Nginx
 	// figures are the same for Nginx in the gateway's place.
-	AddedP50, NginxAddedP50     time.Duration
-	Throughput, NginxThroughput float64
+	AddedP50, NginxAddedP50                   time.Duration
+	AddedP50OwnCore, NginxAddedP50OwnCore     time.Duration
+	Throughput, NginxThroughput               float64
+	ThroughputOwnCore, NginxThroughputOwnCore float64
 }
+
+// Path names: placement A keeps the names of the first version of this
+// section, B says where the proxy runs.
+const (
+	gwOwn = "gateway, own core"
+	ngOwn = "nginx, own core"
+)
 
 const (
 	uri        = "/mortred_ai_server_v1/classification/testmodel"
@@ -89,7 +104,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	conf, serverConf, err := writeConf(cfg.WorkDir, modelPort, gwPort)
+	gwOwnPort, err := harness.FreePort()
+	if err != nil {
+		return Result{}, err
+	}
+	confs, serverConf, err := writeConf(cfg.WorkDir, modelPort, gwPort, gwOwnPort)
 	if err != nil {
 		return Result{}, err
 	}
@@ -99,24 +118,44 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	defer srv.Stop()
+	gwEnv := []string{"MORTRED_API_TOKEN=" + gwToken, "MORTRED_METRICS_TOKEN=" + scrapeTok, "MORTRED_AUTH_TOKEN=" + modelToken}
 	gw, err := harness.Start(cfg.WorkDir, harness.Spec{Name: "mortred-gateway", Bin: filepath.Join(cfg.BinDir, "mortred-gateway"),
-		Args: []string{"--config", conf}, CPUs: cfg.ServerCPUs,
-		Env: []string{"MORTRED_API_TOKEN=" + gwToken, "MORTRED_METRICS_TOKEN=" + scrapeTok, "MORTRED_AUTH_TOKEN=" + modelToken}})
+		Args: []string{"--config", confs[0]}, CPUs: cfg.ServerCPUs, Env: gwEnv})
 	if err != nil {
 		return Result{}, err
 	}
 	defer gw.Stop()
+	gwB, err := harness.Start(cfg.WorkDir, harness.Spec{Name: "mortred-gateway-own-core", Bin: filepath.Join(cfg.BinDir, "mortred-gateway"),
+		Args: []string{"--config", confs[1]}, CPUs: cfg.LoadCPUs, Env: gwEnv})
+	if err != nil {
+		return Result{}, err
+	}
+	defer gwB.Stop()
 	ng, err := nginx.StartWith(ctx, cfg.WorkDir, cfg.ServerCPUs, map[string]int{"model": modelPort}, map[string]string{"model": nginxLocation})
 	if err != nil {
 		return Result{}, fmt.Errorf("nginx: %w", err)
 	}
 	defer ng.Stop()
+	// Its own directory: nginx's pid file and temp paths live there.
+	ngDir := filepath.Join(cfg.WorkDir, "own-core")
+	if err := os.MkdirAll(ngDir, 0o755); err != nil {
+		return Result{}, err
+	}
+	ngB, err := nginx.StartWith(ctx, ngDir, cfg.LoadCPUs, map[string]int{"model": modelPort}, map[string]string{"model": nginxLocation})
+	if err != nil {
+		return Result{}, fmt.Errorf("nginx on the load generator's core: %w", err)
+	}
+	defer ngB.Stop()
 	direct := fmt.Sprintf("http://127.0.0.1:%d", modelPort)
 	viaGW := fmt.Sprintf("http://127.0.0.1:%d", gwPort)
+	viaGWB := fmt.Sprintf("http://127.0.0.1:%d", gwOwnPort)
 	if err := harness.Eventually(ctx, 60*time.Second, "model server /ready", func() error { return status(direct+"/ready", 200) }, srv); err != nil {
 		return Result{}, err
 	}
 	if err := harness.Eventually(ctx, 30*time.Second, "gateway /healthz", func() error { return status(viaGW+"/healthz", 200) }, gw); err != nil {
+		return Result{}, err
+	}
+	if err := harness.Eventually(ctx, 30*time.Second, "own-core gateway /healthz", func() error { return status(viaGWB+"/healthz", 200) }, gwB); err != nil {
 		return Result{}, err
 	}
 
@@ -128,8 +167,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			Procs: []compare.Proc{{Label: "nginx", PID: ng.Proc.PID()}, model}},
 		"gateway": {Name: "gateway", URL: viaGW + gwURI, Headers: map[string]string{"Authorization": "Bearer " + gwToken},
 			Procs: []compare.Proc{{Label: "gateway", PID: gw.PID()}, model}},
+		// Same CPU columns as A: the label is the kind of proxy.
+		ngOwn: {Name: ngOwn, URL: ngB.URL("model") + gwURI, Headers: map[string]string{"Authorization": "Bearer " + gwToken},
+			Procs: []compare.Proc{{Label: "nginx", PID: ngB.Proc.PID()}, model}},
+		gwOwn: {Name: gwOwn, URL: viaGWB + gwURI, Headers: map[string]string{"Authorization": "Bearer " + gwToken},
+			Procs: []compare.Proc{{Label: "gateway", PID: gwB.PID()}, model}},
 	}
-	names := []string{"direct", "nginx", "gateway"}
+	names := []string{"direct", "nginx", "gateway", ngOwn, gwOwn}
 	for _, n := range names {
 		if err := check(ctx, paths[n], body); err != nil {
 			return Result{}, err
@@ -141,16 +185,20 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	loads := []load{{"1 connection", 1}, {fmt.Sprintf("%d connections", cfg.Conns), cfg.Conns}}
 	got := map[string][]compare.Measured{}
+	// busy is CPU 0's and CPU 1's busy share during each measurement.
+	busy := map[string][][2]float64{}
 	var commands []string
 	for round := range cfg.Rounds {
 		for _, l := range loads {
 			for _, n := range names {
+				meter := startBusy(cfg.ServerCPUs, cfg.LoadCPUs)
 				m, err := compare.Run(ctx, cfg.WorkDir, paths[n], wrk.Opts{Body: body, Conns: l.conns, Duration: cfg.Duration,
-					MaxRequests: 2_000_000, CPUs: cfg.LoadCPUs, Name: "infer-" + n})
+					MaxRequests: 2_000_000, CPUs: cfg.LoadCPUs, Name: "infer-" + fileName(n)})
 				if err != nil {
 					return Result{}, err
 				}
 				got[l.name+"|"+n] = append(got[l.name+"|"+n], m)
+				busy[l.name+"|"+n] = append(busy[l.name+"|"+n], meter.stop())
 				if round == 0 {
 					commands = append(commands, fmt.Sprintf("%s   # %s, %s", m.Command, l.name, n))
 				}
@@ -160,7 +208,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var res Result
 	var b strings.Builder
 	fmt.Fprintf(&b, "`mortred-server` with the built-in TESTMODEL (`testmodel`, no delay, `worker_nums = 2`, `max_batch_size = 1`), "+
-		"and in front of it either `mortred-gateway` or Nginx, all pinned like the router benchmark. Each request is one 64×64 gray PNG "+
+		"and in front of it either `mortred-gateway` or Nginx, in two placements (below). Each request is one 64×64 gray PNG "+
 		"in the envelope (`{\"images\":[…]}`, %d bytes); direct calls `POST %s` with the model's token, the gateway and Nginx "+
 		"`POST %s` with the gateway's token (they swap in the model's).\n\n"+
 		"Nginx (one worker, configured as for the router benchmark: `upstream` with `keepalive`, HTTP/1.1, `proxy_buffering off`) "+
@@ -169,42 +217,141 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		"`Authorization` and `X-Forwarded-For`, adds `X-Mortred-Model`. It keeps Nginx's default `proxy_request_buffering on` "+
 		"(the body is read whole before it is forwarded; the gateway streams it): a %d-byte body arrives with the request head, "+
 		"so streaming could save nothing here. Unlike the gateway it keeps no metrics (`access_log off`, no counters). "+
-		"%d round(s) of %s per measurement, paths interleaved; medians shown.\n\n",
-		len(body), uri, gwURI, len(body), cfg.Rounds, cfg.Duration)
+		"%d round(s) of %s per measurement, paths interleaved (each round: %s); medians shown.\n\n%s",
+		len(body), uri, gwURI, len(body), cfg.Rounds, cfg.Duration, "`"+strings.Join(names, "`, `")+"`", placements(cfg))
 	for _, l := range loads {
 		aggs := map[string]compare.Agg{}
+		bz := map[string][2]float64{}
 		for _, n := range names {
 			aggs[n] = compare.Aggregate(got[l.name+"|"+n])
+			bz[n] = medianBusy(busy[l.name+"|"+n])
 		}
 		fmt.Fprintf(&b, "**%s**\n\n%s\n", l.name, compare.Table(names, aggs, []string{"gateway", "nginx", "model server"}))
 		d := aggs["direct"]
 		if l.conns == 1 {
 			res.AddedP50 = aggs["gateway"].P50 - d.P50
 			res.NginxAddedP50 = aggs["nginx"].P50 - d.P50
+			res.AddedP50OwnCore = aggs[gwOwn].P50 - d.P50
+			res.NginxAddedP50OwnCore = aggs[ngOwn].P50 - d.P50
 			continue
 		}
 		res.Throughput = aggs["gateway"].RPS / d.RPS
 		res.NginxThroughput = aggs["nginx"].RPS / d.RPS
-		fmt.Fprintf(&b, "What limits throughput here: %s %s Nginx, doing the same hop in the same placement, reaches %.0f%% of direct; "+
+		res.ThroughputOwnCore = aggs[gwOwn].RPS / d.RPS
+		res.NginxThroughputOwnCore = aggs[ngOwn].RPS / d.RPS
+		fmt.Fprintf(&b, "Shared core (A), what limits throughput here: %s %s Nginx, doing the same hop in the same placement, reaches %.0f%% of direct; "+
 			"the gateway %.0f%% (%.2f× Nginx's req/s). %s\n\n",
 			compare.Limit("gateway", aggs["gateway"], "gateway", "model server", d), compare.Limit("Nginx", aggs["nginx"], "nginx", "model server", d),
 			100*res.NginxThroughput, 100*res.Throughput, aggs["gateway"].RPS/aggs["nginx"].RPS, budget(d, aggs["gateway"], aggs["nginx"]))
+		fmt.Fprintf(&b, "Own core (B), what limits throughput here: the gateway reaches %.0f%% of direct, Nginx %.0f%% (the gateway %.2f× Nginx's req/s). "+
+			"On the direct path CPU %s (the model server's) was %s busy and CPU %s (wrk's) %s. %s %s\n\n",
+			100*res.ThroughputOwnCore, 100*res.NginxThroughputOwnCore, aggs[gwOwn].RPS/aggs[ngOwn].RPS,
+			cpuName(cfg.ServerCPUs), pct(bz["direct"][0]), cpuName(cfg.LoadCPUs), pct(bz["direct"][1]),
+			ownLimit(cfg, "the gateway", aggs[gwOwn], "gateway", bz[gwOwn], d), ownLimit(cfg, "Nginx", aggs[ngOwn], "nginx", bz[ngOwn], d))
 	}
-	b.WriteString(compare.CPUNote + "\nCommands:\n\n```\n" + strings.Join(commands, "\n") + "\n```\n\nNginx configuration:\n\n```nginx\n" + ng.Config + "```\n")
+	b.WriteString(compare.CPUNote + "CPU busy shares are from the CPUs' lines in /proc/stat over each measurement (every process on the CPU, " +
+		"so other work on the machine shows too), medians over rounds.\n\nCommands:\n\n```\n" + strings.Join(commands, "\n") +
+		"\n```\n\nNginx configuration (the own-core Nginx has the same one, on its own ports and temp paths):\n\n```nginx\n" + ng.Config + "```\n")
 	res.Markdown = b.String()
 	return res, nil
 }
 
-// writeConf writes a control-plane file and one model-server file, and
-// returns their paths.
-func writeConf(dir string, modelPort, gwPort int) (string, string, error) {
-	for _, sub := range []string{"server", "models", "logs"} {
-		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
-			return "", "", err
+// placements says what A and B mean and what each measures.
+func placements(cfg Config) string {
+	if cfg.ServerCPUs == "" || cfg.LoadCPUs == "" {
+		return "**Placements.** This run pinned nothing (fewer than 2 CPUs, or `-pin=false`), so A (`nginx`, `gateway`) and B " +
+			"(`nginx, own core`, `gateway, own core`) are two copies of each proxy in the same unpinned setup: the rows say nothing " +
+			"about placement here.\n\n"
+	}
+	return fmt.Sprintf("**Placements**, both in front of the one model-server process on CPU %[1]s, with wrk on CPU %[2]s:\n\n"+
+		"- **A, shared core** (rows `nginx`, `gateway`): the proxy is pinned to the model server's CPU %[1]s. Every microsecond of "+
+		"proxy CPU is taken from the model, so this is the worst case, placed as in the router benchmark and comparable with Nginx: "+
+		"no proxy reaches 90%% of direct here unless the proxy and the model server behind it together spend at most direct's "+
+		"model-server CPU per request ÷ 0.9.\n"+
+		"- **B, own core** (rows `nginx, own core`, `gateway, own core`): a second gateway process and a second Nginx are pinned to "+
+		"the load generator's CPU %[2]s, sharing it with wrk; the model server keeps CPU %[1]s to itself. This is the realistic "+
+		"deployment (model servers on their own cores) and answers whether putting the proxy in front costs the model throughput "+
+		"when the proxy has CPU of its own. wrk's own CPU competes with the proxy on CPU %[2]s, so B understates a machine with "+
+		"spare cores.\n\n", cfg.ServerCPUs, cfg.LoadCPUs)
+}
+
+// ownLimit says, from the measured figures, what limits a proxy in
+// placement B: the load generator's core, the model server's core (and
+// how much more CPU the model server spends behind the proxy), or
+// neither.
+func ownLimit(cfg Config, name string, a compare.Agg, proxy string, busy [2]float64, direct compare.Agg) string {
+	const label = "model server"
+	s, ds := a.CPUus[label], direct.CPUus[label]
+	msg := fmt.Sprintf("Behind %s the model server spent %.1f µs of CPU per request (direct %.1f) and %s itself %.1f µs; "+
+		"CPU %s was %s busy, CPU %s (wrk and %s) %s.", name, s, ds, name, a.CPUus[proxy],
+		cpuName(cfg.ServerCPUs), pct(busy[0]), cpuName(cfg.LoadCPUs), name, pct(busy[1]))
+	switch {
+	case busy[0] < 0 || busy[1] < 0:
+	case busy[0] >= 0.9:
+		msg += " The model server's core is the limit, as on the direct path"
+		if s > ds && s > 0 {
+			msg += fmt.Sprintf(": behind the proxy it spends %.1f µs more per request, which caps the path near %.0f%% of direct", s-ds, 100*ds/s)
+		}
+		msg += "."
+	case busy[1] >= 0.95:
+		msg += fmt.Sprintf(" The load generator's core is the limit: wrk and %s fill it while the model server's core has room, "+
+			"so this figure is a floor for a machine with a spare core for the proxy.", name)
+	default:
+		msg += " Neither core was full: the extra hop's latency, at this many connections, is the limit."
+	}
+	return msg
+}
+
+// cpuName is a pin for the text.
+func cpuName(cpus string) string {
+	if cpus == "" {
+		return "(unpinned)"
+	}
+	return cpus
+}
+
+// medianBusy is the median of each CPU's busy share over rounds, -1 when
+// any round could not read it.
+func medianBusy(rs [][2]float64) [2]float64 {
+	out := [2]float64{-1, -1}
+	for i := range out {
+		var xs []float64
+		for _, r := range rs {
+			if r[i] < 0 {
+				xs = nil
+				break
+			}
+			xs = append(xs, r[i])
+		}
+		if len(xs) > 0 {
+			out[i] = harness.Median(xs)
 		}
 	}
-	files := map[string]string{
-		"mortred.toml": `[supervisor]
+	return out
+}
+
+// fileName turns a path name into a file name part ("gateway, own core"
+// → "gateway-own-core").
+func fileName(n string) string {
+	return strings.Join(strings.FieldsFunc(n, func(r rune) bool { return r == ',' || r == ' ' }), "-")
+}
+
+// writeConf writes one control-plane file per gateway port (the gateways
+// share the model-server file) and the model-server file, and returns
+// their paths.
+func writeConf(dir string, modelPort int, gwPorts ...int) ([]string, string, error) {
+	for _, sub := range []string{"server", "models", "logs"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return nil, "", err
+		}
+	}
+	var confs []string
+	for i, port := range gwPorts {
+		name := "mortred.toml"
+		if i > 0 {
+			name = fmt.Sprintf("mortred-%d.toml", i+1)
+		}
+		conf := `[supervisor]
 api_host = "127.0.0.1"
 api_port = 1
 autostart_default = false
@@ -215,13 +362,19 @@ server_conf_dir = "server"
 
 [gateway]
 host = "127.0.0.1"
-port = ` + strconv.Itoa(gwPort) + `
+port = ` + strconv.Itoa(port) + `
 request_size_limit_mb = 64
 max_connections = 1024
 upstream_connect_timeout_ms = 2000
 upstream_response_timeout_ms = 60000
 upstream_idle_timeout_ms = 30000
-`,
+`
+		confs = append(confs, filepath.Join(dir, name))
+		if err := os.WriteFile(confs[i], []byte(conf), 0o644); err != nil {
+			return nil, "", err
+		}
+	}
+	files := map[string]string{
 		"server/TESTMODEL.toml": `[TESTMODEL]
 host = "127.0.0.1"
 port = ` + strconv.Itoa(modelPort) + `
@@ -248,10 +401,10 @@ load_delay_ms = 0
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			return "", "", err
+			return nil, "", err
 		}
 	}
-	return filepath.Join(dir, "mortred.toml"), filepath.Join(dir, "server", "TESTMODEL.toml"), nil
+	return confs, filepath.Join(dir, "server", "TESTMODEL.toml"), nil
 }
 
 var client = &http.Client{Timeout: 10 * time.Second}

@@ -20,6 +20,9 @@ type target struct {
 	known bool
 	// info marks a figure the issues ask for without setting a number.
 	info bool
+	// detail follows the verdict word: where met applies when a target
+	// was measured in more than one placement.
+	detail string
 }
 
 // section is one part of the report.
@@ -121,7 +124,7 @@ func runSections(ctx context.Context, cfg config) (string, int) {
 		case t.met:
 			v = "met"
 		}
-		trows = append(trows, []string{t.goal, t.measured, v})
+		trows = append(trows, []string{t.goal, t.measured, v + t.detail})
 	}
 	if len(trows) > 0 {
 		b.WriteString("## Targets\n\n" + harness.Table([]string{"target (issue)", "this run", "verdict"}, trows, false) + "\n")
