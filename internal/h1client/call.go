@@ -219,12 +219,18 @@ func (x *Call) readHead(pc *conn) error {
 		if status == http.StatusSwitchingProtocols {
 			return errors.New("the server switched protocols unasked (101)")
 		}
+		raw, _ := pc.br.Peek(n)
 		if status >= 100 && status < 200 {
+			// Dropped, but checked as a final head is: a line read
+			// differently here than by another parser would shift where
+			// the final response starts.
+			if err := checkFields(raw[statusLineLen(raw) : n-2]); err != nil {
+				return err
+			}
 			_, _ = pc.br.Discard(n)
 			continue
 		}
 		// The head's bytes are copied out: body reads reuse the buffer.
-		raw, _ := pc.br.Peek(n)
 		x.Header = append(x.Header[:0], raw[statusLineLen(raw):n-2]...)
 		_, _ = pc.br.Discard(n)
 		x.Status = status
@@ -256,7 +262,12 @@ func (x *Call) parseHead(br *bufio.Reader) (status, n int, err error) {
 		}
 	}
 	buf, _ := br.Peek(n)
-	line := buf[:bytes.IndexByte(buf, '\n')-1]
+	// The head holds CRLFCRLF, so a LF is there; a bare one ends no line.
+	i := bytes.IndexByte(buf, '\n')
+	if i < 1 || buf[i-1] != '\r' {
+		return 0, 0, fmt.Errorf("malformed status line %q (not ended by CRLF)", buf[:i])
+	}
+	line := buf[:i-1]
 	proto, rest, ok := bytes.Cut(line, []byte(" "))
 	if !ok || (string(proto) != "HTTP/1.1" && string(proto) != "HTTP/1.0") || len(rest) < 3 {
 		return 0, 0, fmt.Errorf("malformed status line %q", line)
@@ -281,19 +292,11 @@ func (x *Call) framing() error {
 	lengths := 0
 	var te []byte
 	for b := x.Header; len(b) > 0; {
-		i := bytes.IndexByte(b, '\n')
-		if i < 1 || b[i-1] != '\r' {
-			return errors.New("malformed response header: bare LF")
+		k, v, rest, err := nextFieldLine(b)
+		if err != nil {
+			return err
 		}
-		line := b[:i-1]
-		b = b[i+1:]
-		k, v, ok := bytes.Cut(line, []byte(":"))
-		if !ok || len(k) == 0 || k[len(k)-1] == ' ' || k[0] == ' ' || k[0] == '\t' {
-			return fmt.Errorf("malformed response header line %q", line)
-		}
-		if bytes.IndexByte(line, '\r') >= 0 || bytes.IndexByte(line, 0) >= 0 {
-			return fmt.Errorf("malformed response header line %q", line)
-		}
+		b = rest
 		v = bytes.TrimSpace(v)
 		switch {
 		case bytes.EqualFold(k, []byte("Content-Length")):
@@ -341,6 +344,61 @@ func (x *Call) framing() error {
 	x.left = x.ContentLength
 	return nil
 }
+
+// checkFields checks every field line of a head.
+func checkFields(b []byte) error {
+	for len(b) > 0 {
+		_, _, rest, err := nextFieldLine(b)
+		if err != nil {
+			return err
+		}
+		b = rest
+	}
+	return nil
+}
+
+// nextFieldLine splits off the first of b's field lines and checks it:
+// CRLF-ended, a token for a name right before the colon, a value of
+// visible characters, spaces and tabs (RFC 9110 §5.1, §5.5), as net/http
+// reads a field. The proxy passes these lines on as they are, so a line
+// another parser could read differently (a name with whitespace, a
+// control byte) must not get through.
+func nextFieldLine(b []byte) (k, v, rest []byte, err error) {
+	i := bytes.IndexByte(b, '\n')
+	if i < 1 || b[i-1] != '\r' {
+		return nil, nil, nil, errors.New("malformed response header: bare LF")
+	}
+	line := b[:i-1]
+	k, v, ok := bytes.Cut(line, []byte(":"))
+	if !ok || len(k) == 0 {
+		return nil, nil, nil, fmt.Errorf("malformed response header line %q", line)
+	}
+	for _, c := range k {
+		if !tokenChar[c] {
+			return nil, nil, nil, fmt.Errorf("malformed response header line %q", line)
+		}
+	}
+	for _, c := range v {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return nil, nil, nil, fmt.Errorf("malformed response header line %q", line)
+		}
+	}
+	return k, v, b[i+1:], nil
+}
+
+// tokenChar marks RFC 9110's tchar.
+var tokenChar = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
 
 func parseLen(b []byte) (int64, bool) {
 	if len(b) == 0 || len(b) > 18 {

@@ -6,16 +6,6 @@ import (
 	"time"
 )
 
-// trustIdle is how long a connection may sit in the pool and be reused
-// without the liveness peek (a syscall per request otherwise). Servers
-// close idle keep-alive connections after a timeout of a second or more
-// (uvicorn 5 s, gunicorn 2 s, Node 5 s, Nginx 75 s); one that closes a
-// connection sooner than this after answering without saying
-// "Connection: close" breaks RFC 9112, and one that dies that soon after
-// answering is not taking requests anyway. Either way the request fails
-// (502); it is still never sent twice.
-const trustIdle = 100 * time.Millisecond
-
 // get takes the most recently used idle connection to addr that is still
 // usable, or returns nil.
 func (c *Client) get(addr string) (*conn, bool) {
@@ -31,8 +21,7 @@ func (c *Client) get(addr string) (*conn, bool) {
 		c.idle[addr] = list[:len(list)-1]
 		c.nIdle--
 		c.mu.Unlock()
-		idle := time.Since(pc.idleAt)
-		if idle < c.idleTimeout && pc.br.Buffered() == 0 && (idle < trustIdle || connAlive(pc.nc)) {
+		if time.Since(pc.idleAt) < c.idleTimeout && pc.br.Buffered() == 0 && connAlive(pc.nc) {
 			return pc, true
 		}
 		pc.nc.Close()
