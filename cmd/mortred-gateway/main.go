@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/internal/h1server"
 	"github.com/fe64bb06/frontdoor/internal/logx"
 	"github.com/fe64bb06/frontdoor/internal/version"
 	"github.com/fe64bb06/frontdoor/mortred/config"
@@ -59,13 +60,15 @@ func run(confPath string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
+	// Inference requests are served by the gateway's own HTTP/1.1 fast
+	// path, everything else by net/http.
+	srv := &h1server.Server{Handler: gw.Fast(), Fallback: &http.Server{
 		Handler: gw,
 		// Slow-header clients are cut; bodies and answers are bounded by the
 		// model server's own deadlines, not by a hidden write timeout here.
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       90 * time.Second,
-	}
+	}}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)

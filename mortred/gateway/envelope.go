@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/fe64bb06/frontdoor/mortred/envelope"
@@ -35,11 +34,7 @@ type gatewayEnvelope struct {
 
 // writeEnvelope writes a rejection envelope; msg goes in errors[0].
 func writeEnvelope(w http.ResponseWriter, httpCode int, st envelope.Status, msg, taskID string) {
-	env := gatewayEnvelope{Status: st, StatusStr: envelope.Text(st), TaskID: taskID, Results: []any{}}
-	if msg != "" {
-		env.Errors = []errorItem{{Pointer: "", Message: msg}}
-	}
-	b, _ := json.Marshal(env)
+	b := envelopeJSON(st, msg, taskID)
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Set("Cache-Control", "no-store")

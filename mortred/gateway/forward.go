@@ -130,7 +130,8 @@ func (e *buildError) Error() string { return e.err.Error() }
 func upstreamHeader(r *http.Request, st *upstreamState) http.Header {
 	h := make(http.Header, len(forwardRequestHeaders)+2)
 	for _, k := range forwardRequestHeaders {
-		if v := r.Header[k]; len(v) > 0 {
+		// Values, not the map: "X-Request-ID" is not canonical.
+		if v := r.Header.Values(k); len(v) > 0 {
 			h[k] = v
 		}
 	}

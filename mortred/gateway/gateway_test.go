@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/internal/h1server"
 	"github.com/fe64bb06/frontdoor/internal/logx"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
@@ -55,16 +56,48 @@ func fakeModel(t *testing.T) *httptest.Server {
 	return srv
 }
 
-func newGateway(t *testing.T, ups ...Upstream) (*httptest.Server, *Gateway, *prometheus.Registry) {
+// testServer is a gateway on a loopback listener.
+type testServer struct{ URL string }
+
+// newGateway serves as the gateway binary does: the fast path in front,
+// net/http (ServeHTTP) behind it.
+func newGateway(t *testing.T, ups ...Upstream) (*testServer, *Gateway, *prometheus.Registry) {
+	return startGateway(t, true, ups...)
+}
+
+// startGateway serves through the fast path or, with fast unset, through
+// net/http alone.
+func startGateway(t *testing.T, fast bool, ups ...Upstream) (*testServer, *Gateway, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	g, err := New(Config{Token: tok, MetricsToken: mtok, MaxBody: 1 << 20, Upstreams: ups}, logx.Discard(), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(g)
-	t.Cleanup(func() { srv.Close(); g.Close() })
-	return srv, g, reg
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second}
+	var srv interface {
+		Serve(net.Listener) error
+		Close() error
+	} = hs
+	if fast {
+		srv = &h1server.Server{Handler: g.Fast(), Fallback: hs}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		http.DefaultClient.CloseIdleConnections()
+		srv.Close()
+		<-done
+		g.Close()
+	})
+	return &testServer{URL: "http://" + ln.Addr().String()}, g, reg
 }
 
 func do(t *testing.T, method, url, token string, body io.Reader) (*http.Response, []byte) {
