@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -840,4 +841,144 @@ func TestCallAbort(t *testing.T) {
 			t.Fatal("an aborted connection was pooled")
 		}
 	})
+}
+
+// TestCallLateAbort: an Abort or SetDeadline after the answer was read
+// whole (before Close, or after it) leaves the pooled connection alone:
+// the next Call takes it and goes through on it, with no new dial.
+func TestCallLateAbort(t *testing.T) {
+	srv := newRawServer(t, func(w *bufio.Writer, r *http.Request, body string) bool {
+		io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+		return true
+	})
+	c := newClient(t, Options{})
+	addr := srv.Addr()
+	for i, late := range []func(x *Call){
+		func(x *Call) { x.Abort() },
+		func(x *Call) { x.SetDeadline(aLongTimeAgo) },
+	} {
+		for _, afterClose := range []bool{false, true} {
+			x := &Call{}
+			if err := c.Send(x, addr, postHead(addr, "/", 2), []byte("a1")); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := io.ReadAll(x); err != nil || string(b) != "a1" {
+				t.Fatalf("first Call: %q %v", b, err)
+			}
+			if afterClose {
+				x.Close()
+				late(x)
+			} else {
+				late(x)
+				x.Close()
+			}
+			if n := idleConns(c, addr); n != 1 {
+				t.Fatalf("%d/%v: pool holds %d connections after the first Call, want 1", i, afterClose, n)
+			}
+			if got, err := call(c, &Call{}, addr, "b2"); err != nil || got != "b2" {
+				t.Fatalf("%d/%v: Call after a late Abort or deadline: %q %v", i, afterClose, got, err)
+			}
+		}
+	}
+	if n := srv.Conns(); n != 1 {
+		t.Fatalf("a late Abort or deadline spent the pooled connection: %d connections, want 1", n)
+	}
+}
+
+// TestCallAbortRace: Calls on a shared pool, half of them with an Abort
+// racing every step from Send to after Close, some with a racing
+// SetDeadline. A Call not aborted always gets its own answer whole; an
+// aborted one gets its answer or IsAborted; no request reaches the
+// server twice. Run under -race.
+func TestCallAbortRace(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := newRawServer(t, func(w *bufio.Writer, r *http.Request, body string) bool {
+		mu.Lock()
+		seen[body]++
+		mu.Unlock()
+		// Chunked half the time: the end of the body is found by the
+		// decoder, not a count.
+		if len(body)%2 == 0 {
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"+chunked(body, 3))
+		} else {
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+		}
+		return true
+	})
+	c := newClient(t, Options{})
+	addr := srv.Addr()
+	const workers, rounds = 4, 150
+	var wg sync.WaitGroup
+	var aborted, whole atomic.Int64
+	errs := make(chan error, workers*rounds)
+	for g := range workers {
+		wg.Go(func() {
+			reused := &Call{}
+			for i := range rounds {
+				id := fmt.Sprintf("g%d-call-%d%s", g, i, strings.Repeat("x", i%2))
+				abort := i%2 == 1
+				x := reused
+				if g%2 == 0 {
+					x = &Call{} // a fresh Call: its Abort may land after Close
+				}
+				var racer sync.WaitGroup
+				if abort || i%3 == 0 {
+					racer.Go(func() {
+						// From before Send to after Close.
+						switch i % 4 {
+						case 1:
+							for range (i * 7) % 50 {
+								runtime.Gosched()
+							}
+						case 2:
+							time.Sleep(time.Duration(i%7) * 30 * time.Microsecond)
+						case 3:
+							time.Sleep(time.Duration(i%5) * 200 * time.Microsecond)
+						}
+						if abort {
+							x.Abort()
+						} else {
+							x.SetDeadline(time.Now().Add(time.Hour))
+						}
+					})
+				}
+				err := c.Send(x, addr, postHead(addr, "/", len(id)), []byte(id))
+				var b []byte
+				if err == nil {
+					b, err = io.ReadAll(x)
+				}
+				if x == reused {
+					// Close resets the Call for its next Send: an Abort
+					// after it would end that one.
+					racer.Wait()
+				}
+				x.Close()
+				racer.Wait()
+				switch {
+				case err == nil && string(b) == id:
+					whole.Add(1)
+				case err == nil:
+					errs <- fmt.Errorf("%s: got another answer %q", id, b)
+				case abort && IsAborted(err):
+					aborted.Add(1)
+				default:
+					errs <- fmt.Errorf("%s (abort %v): %w", id, abort, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	mu.Lock()
+	for id, n := range seen {
+		if n > 1 {
+			t.Errorf("request %s reached the server %d times", id, n)
+		}
+	}
+	mu.Unlock()
+	t.Logf("%d answers whole, %d aborted", whole.Load(), aborted.Load())
 }
