@@ -140,7 +140,8 @@ func pinText(cfg config) string {
 	return "servers under test (engines, router, Nginx, model server, gateway, daemon, agents) on CPU 0 with `taskset -c 0`; " +
 		"load generators (wrk, the streaming client) on CPU 1 with `taskset -c 1`, so the load never takes CPU from what it measures " +
 		"and every proxy shares its core with the engine behind it, as the direct path's engine does not: that is the proxy's cost. " +
-		"The Go benchmarks and the PP-OCR benchmark are not pinned."
+		"The gateway section adds a second placement (gateway and Nginx on the load generator's core, the model server alone on its own), " +
+		"described there. The Go benchmarks and the PP-OCR benchmark are not pinned."
 }
 
 func nofileText(n uint64, err error) string {
