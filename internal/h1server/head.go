@@ -77,13 +77,24 @@ func equalFold(b []byte, s string) bool {
 }
 
 // headEnd returns the length of the head in buf (through the blank line),
-// or -1 when buf holds no complete head.
+// or -1 when buf holds no complete head. Like net/http it ends a head at
+// a blank line after a bare LF too ("\n\n", "\n\r\n"): parse declines
+// such a head, so the fallback gets it instead of the connection waiting
+// for a CRLF CRLF that may never come.
 func headEnd(buf []byte) int {
-	i := bytes.Index(buf, []byte("\r\n\r\n"))
-	if i < 0 {
-		return -1
+	for i := 0; ; {
+		j := bytes.IndexByte(buf[i:], '\n')
+		if j < 0 {
+			return -1
+		}
+		i += j + 1
+		switch {
+		case i < len(buf) && buf[i] == '\n':
+			return i + 1
+		case i+1 < len(buf) && buf[i] == '\r' && buf[i+1] == '\n':
+			return i + 2
+		}
 	}
-	return i + 4
 }
 
 // parse fills h from a complete head (through its blank line), copying it
