@@ -49,11 +49,13 @@ type Server struct {
 	Handler  Handler
 	Fallback *http.Server
 
-	mu       sync.Mutex
-	ln       net.Listener
-	conns    map[*conn]struct{}
-	handoff  *handoffListener
-	fbDone   chan error
+	mu      sync.Mutex
+	ln      net.Listener
+	conns   map[*conn]struct{}
+	handoff *handoffListener
+	// fbDone is closed when the fallback's Serve returned: Shutdown and
+	// Close (even repeated, or Close after Shutdown) wait on it.
+	fbDone   chan struct{}
 	shutdown atomic.Bool
 }
 
@@ -72,9 +74,12 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.conns = map[*conn]struct{}{}
 	s.handoff = newHandoffListener(ln.Addr())
-	s.fbDone = make(chan error, 1)
+	s.fbDone = make(chan struct{})
 	s.mu.Unlock()
-	go func() { s.fbDone <- s.Fallback.Serve(s.handoff) }()
+	go func() {
+		_ = s.Fallback.Serve(s.handoff)
+		close(s.fbDone)
+	}()
 
 	var delay time.Duration
 	for {
@@ -260,11 +265,16 @@ func (c *conn) serve() {
 	if idle <= 0 {
 		idle = hs.ReadTimeout
 	}
-	for {
+	for first := true; ; first = false {
 		if c.br.Buffered() == 0 && !c.watch.hasSaved.Load() {
 			var dl time.Time
 			if idle > 0 {
 				dl = time.Now().Add(idle)
+			}
+			// As with net/http, a new connection's first head is due
+			// within the header timeout, from the accept on.
+			if d := hs.ReadHeaderTimeout; first && d > 0 {
+				dl = time.Now().Add(d)
 			}
 			if c.setReadDeadline(dl) != nil {
 				return
@@ -301,10 +311,12 @@ func (c *conn) serve() {
 // buffer (a handed-over connection replays them). ok is false when the
 // request is not for the fast path (including a head too large for the
 // buffer); err when the connection failed or the header deadline passed.
+// The idle or header deadline ends with the head: neither bounds the
+// body nor the exchange.
 func (c *conn) readHead() (ok bool, err error) {
 	timed := false
 	defer func() {
-		if timed && err == nil {
+		if err == nil {
 			err = c.setReadDeadline(time.Time{})
 		}
 	}()
