@@ -239,8 +239,12 @@ func (x *Exchange) finish() bool {
 const maxDrain = 256 << 10
 
 // Watcher hears of an exchange that outlives watchDelay. Its methods run
-// on another goroutine than the handler's, never after the handler
-// returned; they must be quick and safe to call while the handler runs.
+// on another goroutine than the handler's, never after Unwatch returned
+// nor once the exchange ended; they must be quick and safe to call while
+// the handler runs. A call may still start as the handler returns (the
+// hang-up can be read before the server ends the watch): a handler that
+// recycles what its Watcher touches, such as a pooled state, calls
+// Unwatch first.
 type Watcher interface {
 	// Slow runs once the exchange outlived watchDelay: the moment to set
 	// the deadlines a short exchange is spared.
@@ -265,6 +269,11 @@ func (x *Exchange) Watch(writeDeadline time.Time, w Watcher) {
 	cw.mu.Unlock()
 	cw.timer.Reset(watchDelay)
 }
+
+// Unwatch ends the watch Watch started: once it returns, the Watcher is
+// not called again. The exchange's end does the same, but only after the
+// handler returned.
+func (x *Exchange) Unwatch() { x.c.watch.disarm() }
 
 // watchDelay is how long an exchange runs before its connection is
 // watched for a hang-up.

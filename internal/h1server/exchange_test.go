@@ -473,7 +473,8 @@ func TestWatchBodyUnread(t *testing.T) {
 
 // TestWatchNotAfterReturn: many short watched exchanges, some outliving
 // the watch delay, whose clients hang up as soon as they have their
-// answer: no watcher is called once its handler returned.
+// answer: no watcher is called once its handler returned (those that
+// flush their answer themselves end the watch with Unwatch).
 func TestWatchNotAfterReturn(t *testing.T) {
 	var mu sync.Mutex
 	var all []*recWatcher
@@ -488,6 +489,12 @@ func TestWatchNotAfterReturn(t *testing.T) {
 		mu.Unlock()
 		defer w.markReturned()
 		x.Watch(time.Now().Add(time.Minute), w)
+		flush := x.Head.Get("X-Flush") != nil
+		if flush {
+			// The client may hang up as soon as it has the answer,
+			// before the server ends the watch after the return.
+			defer x.Unwatch()
+		}
 		if x.Head.Get("X-Wait-Slow") != nil {
 			select {
 			case <-w.slow:
@@ -497,7 +504,7 @@ func TestWatchNotAfterReturn(t *testing.T) {
 		}
 		_ = x.WriteHead(Response{Status: 200, ContentLength: 2, Header: []byte("X-Served: fast\r\n")})
 		_, _ = x.Write([]byte("ok"))
-		if x.Head.Get("X-Flush") != nil {
+		if flush {
 			_ = x.Flush()
 		}
 	}}, nil)
@@ -534,6 +541,59 @@ func TestWatchNotAfterReturn(t *testing.T) {
 			t.Fatalf("exchange %d: calls %v, after return %v", i, calls, late)
 		}
 	}
+}
+
+// TestUnwatch: after Unwatch a hang-up is not heard of, and a byte the
+// ended watch read is replayed.
+func TestUnwatch(t *testing.T) {
+	unwatched := make(chan *recWatcher, 1)
+	returned := make(chan []string, 1)
+	ts := start(t, &handler{serve: func(x *Exchange) {
+		if string(x.Head.Path) != "/fast/slow" {
+			echo(x)
+			return
+		}
+		_, _ = io.ReadAll(x)
+		w := newRecWatcher()
+		x.Watch(time.Time{}, w)
+		if !await(t, w.slow, "Slow") {
+			x.Abort()
+			return
+		}
+		x.Unwatch()
+		x.Unwatch() // twice is fine
+		unwatched <- w
+		// The client now sends its next request's start, or hangs up:
+		// nothing may be heard of either.
+		select {
+		case <-w.gone:
+		case <-time.After(100 * time.Millisecond):
+		}
+		calls, _ := w.result()
+		returned <- calls
+		_ = x.WriteHead(Response{Status: 200, ContentLength: 5, Header: []byte("X-Served: fast\r\n")})
+		_, _ = x.Write([]byte("first"))
+	}}, nil)
+
+	c := dial(t, ts.addr)
+	c.send(post("/fast/slow", ""))
+	within(t, unwatched, "Unwatch")
+	c.nc.Close()
+	if calls := within(t, returned, "handler"); strings.Join(calls, ",") != "slow" {
+		t.Fatalf("calls %v after Unwatch and a hang-up, want slow", calls)
+	}
+
+	c = dial(t, ts.addr)
+	c.send(post("/fast/slow", ""))
+	within(t, unwatched, "Unwatch")
+	c.send(post("/fast/next", "second"))
+	if calls := within(t, returned, "handler"); strings.Join(calls, ",") != "slow" {
+		t.Fatalf("calls %v, want slow", calls)
+	}
+	resp, body := c.read()
+	expect(t, resp, body, "fast", "first")
+	resp, body = c.read()
+	expect(t, resp, body, "fast", "second")
 }
 
 // TestWatchPipelined: the byte the watch read from a client that sent
