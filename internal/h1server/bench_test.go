@@ -19,15 +19,9 @@ var benchAnswer = []byte(`{"id":"cmpl-1","object":"text_completion","choices":[{
 func (benchHandler) Take(h *Head) bool { return string(h.Method) == http.MethodPost }
 
 func (benchHandler) Serve(x *Exchange) {
-	var buf [512]byte
-	for {
-		if _, err := x.Read(buf[:]); err != nil {
-			if err != io.EOF {
-				x.Abort()
-				return
-			}
-			break
-		}
+	if _, err := io.Copy(io.Discard, x); err != nil { // io.Discard's pooled buffer
+		x.Abort()
+		return
 	}
 	_ = x.WriteHead(Response{Status: http.StatusOK, ContentLength: int64(len(benchAnswer)),
 		Header: []byte("Content-Type: application/json\r\n")})
