@@ -87,6 +87,9 @@ func TestHandoverMalformed(t *testing.T) {
 		"POST /fast HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
 		"POST /fast HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
 		"POST /fast HTTP/1.1\r\nHost: a\r\nX-A: b\x01\r\nContent-Length: 0\r\n\r\n",
+		"POST /fast HTTP/1.1\r\nHost: a b\r\nContent-Length: 0\r\n\r\n",
+		"POST /fast HTTP/1.1\r\nHost: a/b\r\nContent-Length: 0\r\n\r\n",
+		"POST /fast HTTP/1.1\r\nHost: \xe9.example\r\nContent-Length: 0\r\n\r\n",
 	} {
 		c := dial(t, ts.addr)
 		c.send(raw)

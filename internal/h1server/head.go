@@ -97,12 +97,29 @@ func headEnd(buf []byte) int {
 	}
 }
 
+// hostPunct is the punctuation net/http's server allows in a Host value
+// (httpguts.ValidHostHeader: a host, an IPv6 literal, a port); with
+// letters and digits, nothing else.
+const hostPunct = "!$%&'()*+,-.:;=[]_~"
+
+// validHost reports whether net/http's server takes v as a Host value:
+// one it answers 400 to must reach it.
+func validHost(v []byte) bool {
+	for _, c := range v {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(hostPunct, c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
 // parse fills h from a complete head (through its blank line), copying it
 // into h's scratch buffer. It reports false for anything the fast path
 // leaves to the fallback server, which answers it with net/http's full
 // rules: another protocol version, an absolute or asterisk target, escapes
 // in the path, obsolete line folding, bare LF, control characters,
-// Transfer-Encoding, Expect, Upgrade, a missing or repeated Host, a
+// Transfer-Encoding, Expect, Upgrade, a missing, repeated or malformed
+// Host, a
 // repeated or malformed Content-Length, a Connection option other than
 // close or keep-alive, or too many fields.
 func (h *Head) parse(raw []byte) bool {
@@ -167,6 +184,9 @@ func (h *Head) parse(raw []byte) bool {
 		switch {
 		case equalFold(name, "host"):
 			hosts++
+			if !validHost(value) {
+				return false
+			}
 		case equalFold(name, "content-length"):
 			lengths++
 			n, ok := parseLength(value)

@@ -86,6 +86,10 @@ func TestParseAccepts(t *testing.T) {
 			want{method: "POST", path: "/fast", nilQuery: true, counts: map[string]int{"x-f62": 1}}},
 		{"empty Host", "GET / HTTP/1.1\r\nHost:\r\n\r\n",
 			want{method: "GET", path: "/", nilQuery: true, fields: map[string]string{"Host": ""}}},
+		{"IPv6 Host with zone and port", "GET / HTTP/1.1\r\nHost: [fe80::1%25eth0]:8080\r\n\r\n",
+			want{method: "GET", path: "/", nilQuery: true, fields: map[string]string{"Host": "[fe80::1%25eth0]:8080"}}},
+		{"Host punctuation", "GET / HTTP/1.1\r\nHost: a_b~c!$&'()*+,;=.d:1\r\n\r\n",
+			want{method: "GET", path: "/", nilQuery: true, fields: map[string]string{"Host": "a_b~c!$&'()*+,;=.d:1"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -163,6 +167,11 @@ func TestParseDeclines(t *testing.T) {
 		{"missing Host", "GET / HTTP/1.1\r\nX-A: b\r\n\r\n"},
 		{"no fields", "GET / HTTP/1.1\r\n\r\n"},
 		{"two Hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n"},
+		{"space in Host", "GET / HTTP/1.1\r\nHost: a b\r\n\r\n"},
+		{"slash in Host", "GET / HTTP/1.1\r\nHost: a/b\r\n\r\n"},
+		{"userinfo in Host", "GET / HTTP/1.1\r\nHost: u@a\r\n\r\n"},
+		{"non-ASCII Host", "GET / HTTP/1.1\r\nHost: \xc3\xa9.example\r\n\r\n"},
+		{"tab in Host", "GET / HTTP/1.1\r\nHost: a\tb\r\n\r\n"},
 		{"two Hosts, other case", "GET / HTTP/1.1\r\nHost: a\r\nhOST: b\r\n\r\n"},
 		{"two Content-Lengths", "POST /fast HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n"},
 		{"two differing Content-Lengths", "POST /fast HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\ncontent-length: 4\r\n\r\n"},
@@ -281,6 +290,8 @@ var fuzzSeeds = []string{
 	"GET / HTTP/1.1\r\nHost : a\r\n\r\n",
 	"GET / HTTP/1.1\r\n: a\r\nHost: a\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost:\t a \t\r\nX-A: \xff\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: [::1]:80\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
 	manyFields(maxFields),
 }
 
@@ -316,6 +327,13 @@ func FuzzParse(f *testing.F) {
 		}
 		if req.Host != string(h.Get("Host")) {
 			t.Fatalf("parse(%q): Host %q; net/http %q", raw, h.Get("Host"), req.Host)
+		}
+		// net/http's server also answers 400 to a malformed Host
+		// (httpguts.ValidHostHeader): RFC 3986's host and port bytes.
+		for _, c := range []byte(req.Host) {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._~!$&'()*+,;=:[]%", c) >= 0) {
+				t.Fatalf("parse accepted %q: net/http's server refuses Host %q", raw, req.Host)
+			}
 		}
 		if len(req.TransferEncoding) != 0 || req.Header.Get("Expect") != "" || req.Header.Get("Upgrade") != "" {
 			t.Fatalf("parse accepted %q, which net/http frames or upgrades", raw)
