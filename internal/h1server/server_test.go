@@ -362,8 +362,12 @@ func TestPanic(t *testing.T) {
 	}
 }
 
+// shortTimeout is the timeouts' setting in tests: long enough for a
+// loaded machine to send a request in time, short enough to wait out.
+const shortTimeout = 400 * time.Millisecond
+
 func TestReadHeaderTimeout(t *testing.T) {
-	ts := start(t, &handler{}, func(hs *http.Server) { hs.ReadHeaderTimeout = 200 * time.Millisecond })
+	ts := start(t, &handler{}, func(hs *http.Server) { hs.ReadHeaderTimeout = shortTimeout })
 	t.Run("partial head", func(t *testing.T) {
 		c := dial(t, ts.addr)
 		c.send("POST /fast HTTP/1.1\r\nHost: te")
@@ -398,7 +402,7 @@ func TestReadHeaderTimeout(t *testing.T) {
 					head = head[10:]
 				}
 				c.send(head + "sl")
-				time.Sleep(3 * ts.Fallback.ReadHeaderTimeout)
+				time.Sleep(2 * shortTimeout)
 				c.send("ow")
 				resp, body := c.read()
 				expect(t, resp, body, "fast", "slow")
@@ -412,8 +416,8 @@ func TestIdleTimeout(t *testing.T) {
 		name      string
 		configure func(*http.Server)
 	}{
-		{"IdleTimeout", func(hs *http.Server) { hs.IdleTimeout = 200 * time.Millisecond }},
-		{"ReadTimeout", func(hs *http.Server) { hs.ReadTimeout = 200 * time.Millisecond }},
+		{"IdleTimeout", func(hs *http.Server) { hs.IdleTimeout = shortTimeout }},
+		{"ReadTimeout", func(hs *http.Server) { hs.ReadTimeout = shortTimeout }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ts := start(t, &handler{}, tt.configure)
@@ -426,7 +430,7 @@ func TestIdleTimeout(t *testing.T) {
 			// body that comes slowly.
 			c = dial(t, ts.addr)
 			c.send("POST /fast HTTP/1.1\r\nHost: test\r\nContent-Length: 4\r\n\r\nsl")
-			time.Sleep(3 * 200 * time.Millisecond)
+			time.Sleep(2 * shortTimeout)
 			c.send("ow")
 			resp, body = c.read()
 			expect(t, resp, body, "fast", "slow")
