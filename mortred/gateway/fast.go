@@ -142,6 +142,9 @@ func (f *fast) Serve(x *h1server.Exchange) {
 	st.g, st.start, st.headDone, st.slowed = g, time.Now(), false, false
 	st.gone.Store(false)
 	defer func() {
+		// Before st goes back to the pool: a watch ending later could
+		// call st's Gone for another request.
+		x.Unwatch()
 		if cap(st.body) > maxPooledBody {
 			st.body = nil
 		}
@@ -165,6 +168,9 @@ func (f *fast) Serve(x *h1server.Exchange) {
 
 	call := &st.call
 	defer call.Close()
+	// First of the two: once the watch is over, nothing can abort the
+	// Call after its Close (a reused Call would start aborted).
+	defer x.Unwatch()
 	err := g.h1.Send(call, u.Addr, st.head, body)
 	st.mu.Lock()
 	st.headDone = true

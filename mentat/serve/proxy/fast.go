@@ -124,6 +124,9 @@ func (f *fast) Serve(hx *h1server.Exchange) {
 	x := &st.x
 	*x = exchange{start: time.Now(), timeout: p.cfg.Timeout}
 	defer func() {
+		// Before st goes back to the pool: a watch ending later could
+		// call st's Gone for another request.
+		hx.Unwatch()
 		p.record(x)
 		if p.log.Enabled(context.Background(), slog.LevelDebug) {
 			p.log.Debug("proxy_request", "model", x.model, "path", string(hx.Head.Path), "status", x.code, "elapsed", time.Since(x.start))
@@ -172,6 +175,9 @@ func (f *fast) serve(hx *h1server.Exchange, st *fastState) error {
 
 	call := &st.call
 	defer call.Close()
+	// First of the two: once the watch is over, nothing can abort the
+	// Call after its Close (a reused Call would start aborted).
+	defer hx.Unwatch()
 	if err := p.h1.Send(call, h1client.DialAddr(x.route.Base.Host), st.head, body); err != nil {
 		return st.upstreamFailed(err, st.deadline)
 	}
