@@ -290,7 +290,10 @@ func (x *Call) framing() error {
 	x.ContentLength = -1
 	http10 := !x.keep // parseHead set keep for HTTP/1.1 only
 	lengths := 0
+	// An empty Transfer-Encoding (nil once trimmed) is still one: no
+	// chunked last, so the body runs until close (RFC 9112 §6.3).
 	var te []byte
+	hasTE := false
 	for b := x.Header; len(b) > 0; {
 		k, v, rest, err := nextFieldLine(b)
 		if err != nil {
@@ -307,7 +310,7 @@ func (x *Call) framing() error {
 			lengths++
 			x.ContentLength = n
 		case bytes.EqualFold(k, []byte("Transfer-Encoding")):
-			te = v
+			te, hasTE = v, true
 		case bytes.EqualFold(k, []byte("Connection")):
 			for f := range bytes.SplitSeq(v, []byte(",")) {
 				f = bytes.TrimSpace(f)
@@ -323,7 +326,7 @@ func (x *Call) framing() error {
 	switch {
 	case x.Status == http.StatusNoContent || x.Status == http.StatusNotModified:
 		x.ContentLength = 0
-	case te != nil:
+	case hasTE:
 		last := te
 		if i := bytes.LastIndexByte(te, ','); i >= 0 {
 			last = bytes.TrimSpace(te[i+1:])

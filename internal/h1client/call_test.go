@@ -219,6 +219,7 @@ func TestCallFraming(t *testing.T) {
 		{"204", "HTTP/1.1 204 No Content\r\nX: y\r\n\r\n", "", 204, 0, true},
 		{"304 with length", "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n", "", 304, 0, true},
 		{"both framings", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", "hello", 200, -1, false},
+		{"empty transfer coding", "HTTP/1.1 200 OK\r\nTransfer-Encoding:\r\nContent-Length: 5\r\n\r\nhello", "hello", 200, -1, false},
 		{"not chunked last", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\nhello", "hello", 200, -1, false},
 		{"interim", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 5\r\n\r\nhello", "hello", 201, 5, true},
 		{"no reason", "HTTP/1.1 200\r\nContent-Length: 5\r\n\r\nhello", "hello", 200, 5, true},
