@@ -337,8 +337,10 @@ func (x *Call) framing() error {
 		} else {
 			x.keep = false
 		}
-		if lengths > 0 {
-			// Both framings: the connection cannot be trusted after.
+		if lengths > 0 || http10 {
+			// Both framings, or a transfer coding HTTP/1.0 does not
+			// have: the connection cannot be trusted after (RFC 9112
+			// §6.1, §6.3).
 			x.keep = false
 		}
 	case lengths == 0:

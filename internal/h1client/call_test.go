@@ -215,6 +215,7 @@ func TestCallFraming(t *testing.T) {
 		{"http/1.1 until close", "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nhello", "hello", 200, -1, false},
 		{"http/1.0 keep-alive", "HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 5\r\n\r\nhello", "hello", 200, 5, true},
 		{"http/1.0 length", "HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello", "hello", 200, 5, false},
+		{"http/1.0 chunked", "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", "hello", 200, -1, false},
 		{"connection close", "HTTP/1.1 200 OK\r\nConnection: keep-alive, close\r\nContent-Length: 5\r\n\r\nhello", "hello", 200, 5, false},
 		{"204", "HTTP/1.1 204 No Content\r\nX: y\r\n\r\n", "", 204, 0, true},
 		{"304 with length", "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n", "", 304, 0, true},
@@ -225,13 +226,17 @@ func TestCallFraming(t *testing.T) {
 		{"no reason", "HTTP/1.1 200\r\nContent-Length: 5\r\n\r\nhello", "hello", 200, 5, true},
 		{"error status", "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy", "busy", 503, 4, true},
 	}
+	// The server closes the connection only where that ends the body:
+	// elsewhere it is the client that must not reuse it.
+	untilClose := map[string]bool{"http/1.0 until close": true, "http/1.1 until close": true,
+		"empty transfer coding": true, "not chunked last": true}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var n atomic.Int64
 			srv := newRawServer(t, func(w *bufio.Writer, r *http.Request, body string) bool {
 				if n.Add(1) == 1 {
 					io.WriteString(w, tc.wire)
-					return tc.reusable
+					return !untilClose[tc.name]
 				}
 				io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond")
 				return true
