@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -93,8 +94,8 @@ func (c *Client) Send(x *Call, addr string, head, body []byte) error {
 				x.done = true
 				return errAborted
 			}
-			if n == 0 && reused {
-				continue // not one byte went out
+			if n == 0 && reused && !errors.Is(err, os.ErrDeadlineExceeded) {
+				continue // not one byte went out, on a dead connection
 			}
 			x.done = true
 			return fmt.Errorf("writing the request: %w", err)

@@ -675,6 +675,31 @@ func TestCallDeadline(t *testing.T) {
 	}
 }
 
+// TestCallDeadlinePassed: a deadline already past when Send writes on a
+// pooled connection fails the Call with the deadline's error; the
+// connection is not taken for dead, and nothing is dialed for it.
+func TestCallDeadlinePassed(t *testing.T) {
+	srv := newRawServer(t, func(w *bufio.Writer, r *http.Request, body string) bool {
+		io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return true
+	})
+	c := newClient(t, Options{})
+	addr := srv.Addr()
+	if got, err := call(c, &Call{}, addr, ""); err != nil || got != "ok" {
+		t.Fatalf("first Call: %q %v", got, err)
+	}
+	x := &Call{}
+	x.SetDeadline(time.Now().Add(-time.Second))
+	err := c.Send(x, addr, postHead(addr, "/", 0), nil)
+	x.Close()
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Send past its deadline: %v, want os.ErrDeadlineExceeded", err)
+	}
+	if n := srv.Conns(); n != 1 {
+		t.Fatalf("server accepted %d connections, want 1: a passed deadline is not a dead connection", n)
+	}
+}
+
 // TestCallDeadlineNotPooled: a Call with a deadline that completes gives
 // its connection back without the deadline: a later request on it that
 // outlasts the old deadline works, on the same connection.
