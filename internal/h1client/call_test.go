@@ -767,6 +767,28 @@ func TestCallAbort(t *testing.T) {
 		}
 	})
 
+	t.Run("after Close", func(t *testing.T) {
+		// The contract a caller reusing a Call keeps: an Abort after Close
+		// is for the next Send (it cannot tell them apart), so a caller
+		// stops whatever may call Abort before Close.
+		srv := newRawServer(t, func(w *bufio.Writer, r *http.Request, body string) bool {
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			return true
+		})
+		c := newClient(t, Options{})
+		x := &Call{}
+		if got, err := call(c, x, srv.Addr(), ""); err != nil || got != "ok" {
+			t.Fatalf("first Call: %q %v", got, err)
+		}
+		x.Abort()
+		if _, err := call(c, x, srv.Addr(), ""); !IsAborted(err) {
+			t.Fatalf("Send after an Abort that followed Close: %v, want it aborted", err)
+		}
+		if got, err := call(c, x, srv.Addr(), ""); err != nil || got != "ok" {
+			t.Fatalf("Call after the aborted one's Close: %q %v", got, err)
+		}
+	})
+
 	t.Run("dial", func(t *testing.T) {
 		dialing := make(chan context.Context, 1)
 		c := newClient(t, Options{Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
