@@ -430,19 +430,39 @@ func (b *body) Close() error {
 func (b *body) finish(clean bool) {
 	b.done = true
 	// stop is false once the deadline was expired: the connection is
-	// spent whatever the body looked like. A streamed request body still
-	// being sent, or not sent whole, spends it too.
+	// spent whatever the body looked like. A streamed request body not
+	// sent whole spends it too.
+	reusable := b.stop() && clean && b.keep && b.pc.br.Buffered() == 0
 	if b.sent != nil {
 		select {
 		case err := <-b.sent:
-			clean = clean && err == nil
+			reusable = reusable && err == nil
 		default:
-			clean = false
+			if reusable {
+				// The answer is whole but the body's goroutine has not
+				// reported: most often it is returning from its last
+				// write, which the server read before answering. A
+				// moment is worth a kept connection; a body still
+				// blocked after it (the server did not wait for it)
+				// spends the connection.
+				t := time.NewTimer(senderGrace)
+				select {
+				case err := <-b.sent:
+					reusable = err == nil
+				case <-t.C:
+					reusable = false
+				}
+				t.Stop()
+			}
 		}
 	}
-	if b.stop() && clean && b.keep && b.pc.br.Buffered() == 0 {
+	if reusable {
 		b.c.put(b.pc)
 		return
 	}
 	b.pc.nc.Close()
 }
+
+// senderGrace is how long a finished answer waits for its streamed body's
+// goroutine to report.
+const senderGrace = 5 * time.Millisecond
