@@ -153,6 +153,8 @@ type conn struct {
 	nc     net.Conn
 	br     *bufio.Reader
 	idleAt time.Time
+	// peek checks liveness before reuse; set up on the first check.
+	peek *peeker
 }
 
 // Handles reports whether the client can send to target; anything else

@@ -21,7 +21,7 @@ func (c *Client) get(addr string) (*conn, bool) {
 		c.idle[addr] = list[:len(list)-1]
 		c.nIdle--
 		c.mu.Unlock()
-		if time.Since(pc.idleAt) < c.idleTimeout && pc.br.Buffered() == 0 && connAlive(pc.nc) {
+		if time.Since(pc.idleAt) < c.idleTimeout && pc.br.Buffered() == 0 && pc.alive() {
 			return pc, true
 		}
 		pc.nc.Close()
