@@ -21,7 +21,7 @@ func connAlive(c net.Conn) bool {
 // a check allocates nothing.
 type peeker struct {
 	rc  syscall.RawConn
-	fn  func(fd uintptr) bool
+	ctl func(fd uintptr)
 	ok  bool
 	buf [1]byte
 }
@@ -37,20 +37,21 @@ func (p *peeker) init(c net.Conn) bool {
 		return false
 	}
 	p.rc = rc
-	p.fn = func(fd uintptr) bool {
+	p.ctl = func(fd uintptr) {
 		_, _, errno := syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&p.buf[0])), 1,
 			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
 		// EAGAIN: nothing to read, the connection is open and quiet. A
 		// byte or EOF (0) or any other error means it is not reusable.
 		p.ok = errno == syscall.EAGAIN
-		return true
 	}
 	return true
 }
 
+// alive peeks without waiting, so Control (no read lock, no poller
+// state) is enough: nothing else reads an idle connection.
 func (p *peeker) alive() bool {
 	p.ok = false
-	return p.rc.Read(p.fn) == nil && p.ok
+	return p.rc.Control(p.ctl) == nil && p.ok
 }
 
 // alive is connAlive for a pooled connection.

@@ -21,7 +21,10 @@ func (c *Client) get(addr string) (*conn, bool) {
 		c.idle[addr] = list[:len(list)-1]
 		c.nIdle--
 		c.mu.Unlock()
-		if time.Since(pc.idleAt) < c.idleTimeout && pc.br.Buffered() == 0 && pc.alive() {
+		// No clock read here: the sweeper takes connections out of the
+		// pool as they pass idleTimeout (a timer's lateness past it is
+		// nothing beside the servers' longer keep-alive).
+		if pc.br.Buffered() == 0 && pc.alive() {
 			return pc, true
 		}
 		pc.nc.Close()
