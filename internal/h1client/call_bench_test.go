@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
 // BenchmarkCall: one small request and answer over loopback on a pooled
@@ -19,7 +21,7 @@ func BenchmarkCall(b *testing.B) {
 	var reqLen atomic.Int64 // set once the address is known
 	// The server reads each request by its known size, without
 	// allocating: the allocations reported are the client's.
-	srv := newConnServer(b, func(c net.Conn, br *bufio.Reader) {
+	srv := testproc.NewConnServer(b, func(c net.Conn, br *bufio.Reader) {
 		req := make([]byte, reqLen.Load())
 		for {
 			if _, err := io.ReadFull(br, req); err != nil {
@@ -58,7 +60,7 @@ func BenchmarkCall(b *testing.B) {
 			b.Fatalf("answer %d %q", x.Status, buf[:n])
 		}
 	}
-	if n := srv.conns.Load(); n != 1 {
+	if n := srv.Conns(); n != 1 {
 		b.Fatalf("used %d connections, want 1", n)
 	}
 }

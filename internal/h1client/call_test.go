@@ -17,55 +17,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
-
-// connServer runs handle for every connection it accepts on 127.0.0.1,
-// for tests that need the request's raw bytes or control over how a
-// connection ends. It closes every connection when the test ends.
-type connServer struct {
-	ln    net.Listener
-	conns atomic.Int64
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	open  map[net.Conn]bool
-}
-
-func newConnServer(t testing.TB, handle func(c net.Conn, br *bufio.Reader)) *connServer {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &connServer{ln: ln, open: map[net.Conn]bool{}}
-	s.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.conns.Add(1)
-			s.mu.Lock()
-			s.open[c] = true
-			s.mu.Unlock()
-			s.wg.Go(func() {
-				defer c.Close()
-				handle(c, bufio.NewReader(c))
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		s.mu.Lock()
-		for c := range s.open {
-			c.Close()
-		}
-		s.mu.Unlock()
-		s.wg.Wait()
-	})
-	return s
-}
-
-func (s *connServer) Addr() string { return s.ln.Addr().String() }
 
 // readRawRequest reads one request as sent: its head through the blank
 // line and the Content-Length bytes after it.
@@ -134,7 +88,7 @@ func (c countingConn) Write(b []byte) (int, error) {
 // as given; a small request goes out in one write, a large body intact.
 func TestCallRequestOnTheWire(t *testing.T) {
 	got := make(chan []byte, 1)
-	srv := newConnServer(t, func(c net.Conn, br *bufio.Reader) {
+	srv := testproc.NewConnServer(t, func(c net.Conn, br *bufio.Reader) {
 		for {
 			req, err := readRawRequest(br)
 			if err != nil {
@@ -189,7 +143,7 @@ func TestCallRequestOnTheWire(t *testing.T) {
 			t.Errorf("%s: request went out in %d writes, want 1", tc.name, n)
 		}
 	}
-	if n := srv.conns.Load(); n != 1 {
+	if n := srv.Conns(); n != 1 {
 		t.Fatalf("sequential Calls used %d connections, want 1", n)
 	}
 }
@@ -500,7 +454,7 @@ func opaqueDial(inner *[]net.Conn, mu *sync.Mutex) func(ctx context.Context, net
 // out; the request is sent again on a new connection, once.
 func TestCallRetryUnwritten(t *testing.T) {
 	var requests atomic.Int64
-	srv := newConnServer(t, func(c net.Conn, br *bufio.Reader) {
+	srv := testproc.NewConnServer(t, func(c net.Conn, br *bufio.Reader) {
 		if _, err := readRawRequest(br); err != nil {
 			return
 		}
@@ -536,7 +490,7 @@ func TestCallRetryUnwritten(t *testing.T) {
 	if n := requests.Load(); n != 4 {
 		t.Fatalf("server saw %d requests for 4 Calls", n)
 	}
-	if n := srv.conns.Load(); n != 4 {
+	if n := srv.Conns(); n != 4 {
 		t.Fatalf("server accepted %d connections, want 4", n)
 	}
 }
@@ -546,7 +500,7 @@ func TestCallRetryUnwritten(t *testing.T) {
 // accepts it) and fails; the request is not sent again.
 func TestCallClosedReusedConnection(t *testing.T) {
 	var requests atomic.Int64
-	srv := newConnServer(t, func(c net.Conn, br *bufio.Reader) {
+	srv := testproc.NewConnServer(t, func(c net.Conn, br *bufio.Reader) {
 		if _, err := readRawRequest(br); err != nil {
 			return
 		}
@@ -572,7 +526,7 @@ func TestCallClosedReusedConnection(t *testing.T) {
 	if n := requests.Load(); n != 1 {
 		t.Fatalf("server read %d requests, want 1: a request is never sent twice", n)
 	}
-	if n := srv.conns.Load(); n != 1 {
+	if n := srv.Conns(); n != 1 {
 		t.Fatalf("server accepted %d connections, want 1", n)
 	}
 }
@@ -584,9 +538,9 @@ func isTimeout(err error) bool {
 }
 
 // silentServer reads requests and never answers; received counts them.
-func silentServer(t *testing.T) (*connServer, *atomic.Int64) {
+func silentServer(t *testing.T) (*testproc.ConnServer, *atomic.Int64) {
 	var received atomic.Int64
-	srv := newConnServer(t, func(c net.Conn, br *bufio.Reader) {
+	srv := testproc.NewConnServer(t, func(c net.Conn, br *bufio.Reader) {
 		if _, err := readRawRequest(br); err != nil {
 			return
 		}
@@ -637,7 +591,7 @@ func TestCallDeadline(t *testing.T) {
 	})
 
 	t.Run("during Read", func(t *testing.T) {
-		srv := newConnServer(t, func(c net.Conn, br *bufio.Reader) {
+		srv := testproc.NewConnServer(t, func(c net.Conn, br *bufio.Reader) {
 			if _, err := readRawRequest(br); err != nil {
 				return
 			}
@@ -762,7 +716,7 @@ func TestCallAbort(t *testing.T) {
 		if !IsAborted(err) {
 			t.Fatalf("Send after Abort: %v", err)
 		}
-		if n := srv.conns.Load() + received.Load(); n != 0 {
+		if n := srv.Conns() + received.Load(); n != 0 {
 			t.Fatal("an aborted Call connected")
 		}
 	})
@@ -813,7 +767,7 @@ func TestCallAbort(t *testing.T) {
 	t.Run("read", func(t *testing.T) {
 		var received atomic.Int64
 		var closed atomic.Bool
-		srv2 := newConnServer(t, func(c net.Conn, br *bufio.Reader) {
+		srv2 := testproc.NewConnServer(t, func(c net.Conn, br *bufio.Reader) {
 			if _, err := readRawRequest(br); err != nil {
 				return
 			}
@@ -838,7 +792,7 @@ func TestCallAbort(t *testing.T) {
 	})
 
 	t.Run("body read", func(t *testing.T) {
-		srv := newConnServer(t, func(c net.Conn, br *bufio.Reader) {
+		srv := testproc.NewConnServer(t, func(c net.Conn, br *bufio.Reader) {
 			if _, err := readRawRequest(br); err != nil {
 				return
 			}
@@ -866,7 +820,7 @@ func TestCallAbort(t *testing.T) {
 	t.Run("write", func(t *testing.T) {
 		accepted := make(chan struct{}, 1)
 		done := make(chan struct{})
-		srv := newConnServer(t, func(c net.Conn, br *bufio.Reader) {
+		srv := testproc.NewConnServer(t, func(c net.Conn, br *bufio.Reader) {
 			accepted <- struct{}{}
 			<-done // reads nothing
 		})
