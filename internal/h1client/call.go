@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/h1syntax"
 )
 
 // Call is one request whose head the caller wrote, with its response
@@ -304,7 +306,7 @@ func (x *Call) framing() error {
 		v = bytes.TrimSpace(v)
 		switch {
 		case bytes.EqualFold(k, []byte("Content-Length")):
-			n, ok := parseLen(v)
+			n, ok := h1syntax.ParseLength(v)
 			if !ok || (lengths > 0 && n != x.ContentLength) {
 				return fmt.Errorf("invalid Content-Length %q", v)
 			}
@@ -380,7 +382,7 @@ func nextFieldLine(b []byte) (k, v, rest []byte, err error) {
 		return nil, nil, nil, fmt.Errorf("malformed response header line %q", line)
 	}
 	for _, c := range k {
-		if !tokenChar[c] {
+		if !h1syntax.IsTokenChar(c) {
 			return nil, nil, nil, fmt.Errorf("malformed response header line %q", line)
 		}
 	}
@@ -390,34 +392,6 @@ func nextFieldLine(b []byte) (k, v, rest []byte, err error) {
 		}
 	}
 	return k, v, b[i+1:], nil
-}
-
-// tokenChar marks RFC 9110's tchar.
-var tokenChar = func() (t [256]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-'a'+'A'] = true, true
-	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
-		t[c] = true
-	}
-	return t
-}()
-
-func parseLen(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 18 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
 }
 
 // Read reads the response body; io.EOF at its end.

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/fe64bb06/frontdoor/internal/h1syntax"
 )
 
 var heads = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
@@ -71,7 +73,7 @@ func appendHeader(b []byte, k string, vv []string) ([]byte, error) {
 		strings.EqualFold(k, "Content-Length") || strings.EqualFold(k, "Transfer-Encoding") {
 		return b, nil
 	}
-	if len(vv) > 0 && !validHeaderKey(k) {
+	if len(vv) > 0 && !h1syntax.IsToken(k) {
 		return b, fmt.Errorf("invalid request header name %q", k)
 	}
 	for _, v := range vv {
@@ -98,20 +100,6 @@ func HostHeader(host string) string {
 		}
 	}
 	return host
-}
-
-// validHeaderKey is RFC 9110's token rule, as net/http checks a name.
-func validHeaderKey(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // validHeaderValue is net/http's rule for a value it will send: no

@@ -3,10 +3,9 @@ package h1server
 import (
 	"bytes"
 	"strings"
-)
 
-// separators are the characters RFC 9110 excludes from a token.
-const separators = "\"(),/:;<=>?@[\\]{}"
+	"github.com/fe64bb06/frontdoor/internal/h1syntax"
+)
 
 // maxFields bounds the header fields of a request the fast path parses;
 // more go to the fallback server.
@@ -137,7 +136,7 @@ func (h *Head) parse(raw []byte) bool {
 		return false
 	}
 	h.Method = line[:sp1]
-	if !isToken(h.Method) {
+	if !h1syntax.IsToken(h.Method) {
 		return false
 	}
 	target := line[sp1+1:]
@@ -172,7 +171,7 @@ func (h *Head) parse(raw []byte) bool {
 			return false
 		}
 		name := line[:colon]
-		if !isToken(name) {
+		if !h1syntax.IsToken(name) {
 			return false
 		}
 		value := trimOWS(line[colon+1:])
@@ -189,7 +188,7 @@ func (h *Head) parse(raw []byte) bool {
 			}
 		case equalFold(name, "content-length"):
 			lengths++
-			n, ok := parseLength(value)
+			n, ok := h1syntax.ParseLength(value)
 			if !ok {
 				return false
 			}
@@ -236,32 +235,4 @@ func trimOWS(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return b
-}
-
-// parseLength accepts 1 to 18 decimal digits, nothing else.
-func parseLength(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 18 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
-}
-
-// isToken is RFC 9110's token rule.
-func isToken(b []byte) bool {
-	if len(b) == 0 {
-		return false
-	}
-	for _, c := range b {
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(separators, c) >= 0 {
-			return false
-		}
-	}
-	return true
 }
