@@ -236,3 +236,12 @@ func trimOWS(b []byte) []byte {
 	}
 	return b
 }
+
+// CleanPath reports whether net/http's ServeMux keeps path p as it is (no
+// empty, "." or ".." segments): a handler's Take declines any other, so
+// the fallback's mux answers it as it always has (with a redirect).
+func CleanPath(p []byte) bool {
+	s := string(p)
+	return !strings.Contains(s, "//") && !strings.Contains(s, "/./") && !strings.Contains(s, "/../") &&
+		!strings.HasSuffix(s, "/.") && !strings.HasSuffix(s, "/..")
+}

@@ -65,7 +65,7 @@ func bearerValue(v []byte) ([]byte, bool) {
 // the inference routes only; nil otherwise (including paths the mux would
 // clean or unescape first).
 func (g *Gateway) fastRoute(p []byte) *Upstream {
-	if !plainPath(string(p)) || !cleanPath(p) {
+	if !plainPath(string(p)) || !h1server.CleanPath(p) {
 		return nil
 	}
 	const models, infer = "/v1/models/", "/infer"
@@ -84,14 +84,6 @@ func (g *Gateway) fastRoute(p []byte) *Upstream {
 		return nil
 	}
 	return g.byURI[string(p)]
-}
-
-// cleanPath reports whether ServeMux keeps p as it is (no empty, "." or
-// ".." segments).
-func cleanPath(p []byte) bool {
-	s := string(p)
-	return !strings.Contains(s, "//") && !strings.Contains(s, "/./") && !strings.Contains(s, "/../") &&
-		!strings.HasSuffix(s, "/.") && !strings.HasSuffix(s, "/..")
 }
 
 // fastState is one request's working memory, pooled.
@@ -195,7 +187,11 @@ func (f *fast) Serve(x *h1server.Exchange) {
 		x.Abort()
 		return
 	}
-	if err := relayTo(x, call, flush); err != nil {
+	var flushFn func() error
+	if flush {
+		flushFn = x.Flush
+	}
+	if err := copyBody(x, call, flushFn); err != nil {
 		if st.gone.Load() || errors.Is(err, errClientWrite) {
 			g.metrics.clientClosed.WithLabelValues(u.ID).Inc()
 		} else {
@@ -207,34 +203,6 @@ func (f *fast) Serve(x *h1server.Exchange) {
 	}
 	ust.request(call.Status)
 	ust.observe(time.Since(st.start).Seconds())
-}
-
-// errClientWrite marks a relay that failed writing to the client.
-var errClientWrite = errors.New("writing to the client failed")
-
-// relayTo copies the answer through one pooled buffer, flushing each
-// chunk when flush is set.
-func relayTo(x *h1server.Exchange, src io.Reader, flush bool) error {
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	buf := *bp
-	for {
-		n, rerr := src.Read(buf)
-		if n > 0 {
-			if _, werr := x.Write(buf[:n]); werr != nil {
-				return errClientWrite
-			}
-			if flush && x.Flush() != nil {
-				return errClientWrite
-			}
-		}
-		if rerr == io.EOF {
-			return nil
-		}
-		if rerr != nil {
-			return rerr
-		}
-	}
 }
 
 // failed answers a request whose model exchange failed before its

@@ -75,7 +75,13 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 		g.writeJobAnswer(w, r, u, resp)
 	} else {
 		w.WriteHeader(resp.StatusCode)
-		if err := copyBody(w, resp.Body, needsFlush(resp)); err != nil {
+		var flush func() error
+		if needsFlush(resp) {
+			rc := http.NewResponseController(w)
+			// A failed flush shows in the next write.
+			flush = func() error { _ = rc.Flush(); return nil }
+		}
+		if err := copyBody(w, resp.Body, flush); err != nil {
 			g.abortMidResponse(r, u, err)
 		}
 	}
@@ -242,25 +248,24 @@ func forwardedFor(r *http.Request) string {
 	return prior + ", " + host
 }
 
-// copyBody streams src to w through one pooled buffer. With flush set,
-// each chunk is flushed as it arrives; either way a slow client blocks the
-// write, which slows the upstream read instead of growing memory.
-func copyBody(w http.ResponseWriter, src io.Reader, flush bool) error {
+// copyBody streams src to w through one pooled buffer, calling flush
+// (when not nil) after each chunk; either way a slow client blocks the
+// write, which slows the upstream read instead of growing memory. A
+// failed write or flush is errClientWrite.
+func copyBody(w io.Writer, src io.Reader, flush func() error) error {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	var rc *http.ResponseController
-	if flush {
-		rc = http.NewResponseController(w)
-	}
 	buf := *bp
 	for {
 		n, rerr := src.Read(buf)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
-				return werr
+				return fmt.Errorf("%w: %w", errClientWrite, werr)
 			}
-			if rc != nil {
-				_ = rc.Flush()
+			if flush != nil {
+				if ferr := flush(); ferr != nil {
+					return fmt.Errorf("%w: %w", errClientWrite, ferr)
+				}
 			}
 		}
 		if rerr == io.EOF {
@@ -271,6 +276,9 @@ func copyBody(w http.ResponseWriter, src io.Reader, flush bool) error {
 		}
 	}
 }
+
+// errClientWrite marks a copy that failed writing to the client.
+var errClientWrite = errors.New("writing to the client failed")
 
 // upstreamError classifies a failure before any response byte was sent.
 func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, u *Upstream, err error) {

@@ -99,21 +99,15 @@ func plainPath(p []byte) bool {
 	if len(p) == 0 || p[0] != '/' {
 		return false
 	}
-	for i, c := range p {
+	for _, c := range p {
 		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '/':
-			if i > 0 && p[i-1] == '/' {
-				return false
-			}
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '/':
 		case strings.IndexByte("-._~!$&'()*+,;=:@", c) >= 0:
 		default:
 			return false
 		}
 	}
-	s := string(p)
-	return !strings.Contains(s, "/./") && !strings.Contains(s, "/../") &&
-		!strings.HasSuffix(s, "/.") && !strings.HasSuffix(s, "/..")
+	return h1server.CleanPath(p)
 }
 
 // Serve answers one request.
