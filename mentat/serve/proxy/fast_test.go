@@ -81,12 +81,7 @@ func TestFastHandsOverMidConnection(t *testing.T) {
 	eng, got := recordingEngine(t)
 	rt := newRouter(t, Config{})
 	rt.publish(t, map[string]string{"m": eng.base()}, nil)
-	c, err := net.Dial("tcp", rt.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(15 * time.Second))
+	c := rt.dial(t)
 	post := "POST /v1/completions HTTP/1.1\r\nHost: r\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"model\":\"m\"}"
 	get := "GET /v1/completions HTTP/1.1\r\nHost: r\r\n\r\n"
 	// Written at once: the fast path finds the rest buffered behind the
@@ -117,12 +112,7 @@ func TestFastConnectionClose(t *testing.T) {
 	eng, _ := recordingEngine(t)
 	rt := newRouter(t, Config{})
 	rt.publish(t, map[string]string{"m": eng.base()}, nil)
-	c, err := net.Dial("tcp", rt.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(15 * time.Second))
+	c := rt.dial(t)
 	io.WriteString(c, "POST /v1/completions HTTP/1.1\r\nHost: r\r\nConnection: close\r\nContent-Length: 13\r\n\r\n{\"model\":\"m\"}")
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
@@ -145,12 +135,7 @@ func TestFastShortBody(t *testing.T) {
 	eng, got := recordingEngine(t)
 	rt := newRouter(t, Config{})
 	rt.publish(t, map[string]string{"m": eng.base()}, nil)
-	c, err := net.Dial("tcp", rt.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(15 * time.Second))
+	c := rt.dial(t)
 	io.WriteString(c, "POST /v1/completions HTTP/1.1\r\nHost: r\r\nContent-Length: 100\r\n\r\n{\"model\":\"m\"}")
 	c.(*net.TCPConn).CloseWrite()
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)

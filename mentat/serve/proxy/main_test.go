@@ -110,6 +110,19 @@ func startRouter(t testing.TB, cfg Config, configure func(*http.Server), fast bo
 	return rt
 }
 
+// dial opens a raw connection to the router, closed when the test ends;
+// every read and write on it ends within 15 s.
+func (rt *router) dial(t testing.TB) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", rt.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(15 * time.Second))
+	return c
+}
+
 // publish stores a snapshot: model → engine base for routable models, plus
 // groups that exist but are not admitted (group name → why_not).
 func (rt *router) publish(t testing.TB, bases map[string]string, down map[string]string) {
