@@ -12,11 +12,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
 // wait bounds every blocking step of a test: generous, for a loaded
@@ -77,24 +78,7 @@ type testServer struct {
 	*Server
 	addr   string
 	served chan error // Serve's result
-	log    *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
+	log    *testproc.Buffer
 }
 
 // start serves h on a new loopback listener; configure may set the
@@ -105,7 +89,7 @@ func start(t *testing.T, h Handler, configure func(*http.Server)) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lb := &syncBuffer{}
+	lb := &testproc.Buffer{}
 	hs := &http.Server{Handler: http.HandlerFunc(fallbackHandler), ErrorLog: log.New(lb, "", 0)}
 	if configure != nil {
 		configure(hs)

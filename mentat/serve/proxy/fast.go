@@ -241,18 +241,11 @@ func (st *fastState) relay(hx *h1server.Exchange, status int, length int64, hasD
 			return errClientGone
 		}
 	}
-	fl, mm := x.flight, x.mm
-	first := func() {
-		now := time.Now()
-		fl.firstByte.Store(max(int64(now.Sub(fl.start)), 1))
-		mm.firstByte().Observe(now.Sub(sent).Seconds())
-	}
-	wrote := func(n int) { fl.outBytes.Add(int64(n)) }
 	var flushFn func() error
 	if flush {
 		flushFn = hx.Flush
 	}
-	readErr, writeErr := relay(hx, flushFn, body, first, wrote)
+	readErr, writeErr := x.relay(hx, flushFn, body, sent)
 	switch {
 	case writeErr != nil:
 		if st.gone.Load() || !errors.Is(writeErr, os.ErrDeadlineExceeded) {

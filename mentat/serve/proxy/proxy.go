@@ -282,14 +282,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 			return p.afterHeaders(r, ctx, errClientGone)
 		}
 	}
-	fl, mm := x.flight, x.mm
-	first := func() {
-		now := time.Now()
-		fl.firstByte.Store(max(int64(now.Sub(fl.start)), 1))
-		mm.firstByte().Observe(now.Sub(sent).Seconds())
-	}
-	wrote := func(n int) { fl.outBytes.Add(int64(n)) }
-	readErr, writeErr := relay(w, flushFn, resp.Body, first, wrote)
+	readErr, writeErr := x.relay(w, flushFn, resp.Body, sent)
 	switch {
 	case writeErr != nil:
 		return p.afterHeaders(r, ctx, errClientGone)
@@ -297,6 +290,20 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 		return p.afterHeaders(r, ctx, classifyUpstream(readErr, r.Context(), ctx, x))
 	}
 	return nil
+}
+
+// relay copies the engine's answer to dst (see relay), recording the
+// first byte (in-flight row and time-to-first-byte since sent) and the
+// bytes written.
+func (x *exchange) relay(dst io.Writer, flush func() error, src io.Reader, sent time.Time) (readErr, writeErr error) {
+	fl, mm := x.flight, x.mm
+	first := func() {
+		now := time.Now()
+		fl.firstByte.Store(max(int64(now.Sub(fl.start)), 1))
+		mm.firstByte().Observe(now.Sub(sent).Seconds())
+	}
+	wrote := func(n int) { fl.outBytes.Add(int64(n)) }
+	return relay(dst, flush, src, first, wrote)
 }
 
 // afterHeaders maps an error once the response has begun: a client write
