@@ -169,16 +169,30 @@ func TestPreemption(t *testing.T) {
 	if p := value(t, f, "vllm:num_preemptions_total"); p < 1 {
 		t.Errorf("num_preemptions_total %v, want at least 1", p)
 	}
-	if st := te.sched.state(); st.KVUsed != 0 || st.Running != 0 {
+	if st := te.sched.state(); st.BlocksUsed != 0 || st.Running != 0 {
 		t.Errorf("scheduler not empty after both finished: %+v", st)
 	}
 }
 
+// testSched is a scheduler with caching off and free prefill, for the
+// admission rules alone.
+func testSched(maxSeqs, kvTokens int) *scheduler {
+	return newScheduler(schedConfig{maxSeqs: maxSeqs, maxWaiting: 10, kvTokens: kvTokens, blockSize: 1, budget: maxSeqs})
+}
+
+func (s *scheduler) enqueueN(n int) *ticket {
+	t, err := s.enqueue(s.newSeq(nil, n, ""))
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
 func TestSchedulerFIFO(t *testing.T) {
-	s := newScheduler(1, 10, 1000)
-	a, _ := s.enqueue(10)
-	b, _ := s.enqueue(10)
-	c, _ := s.enqueue(10)
+	s := testSched(1, 1000)
+	a := s.enqueueN(10)
+	b := s.enqueueN(10)
+	c := s.enqueueN(10)
 	if a.state != stRunning || b.state != stWaiting || c.state != stWaiting {
 		t.Fatal("first request runs, the rest wait")
 	}
@@ -189,14 +203,14 @@ func TestSchedulerFIFO(t *testing.T) {
 	}
 	s.release(b)
 	s.release(b) // twice is harmless
-	if st := s.state(); st.Running != 0 || st.Waiting != 0 || st.KVUsed != 0 {
+	if st := s.state(); st.Running != 0 || st.Waiting != 0 || st.BlocksUsed != 0 {
 		t.Fatalf("not empty: %+v", st)
 	}
 	// A head that does not fit the cache blocks those behind it (FCFS).
-	s = newScheduler(4, 10, 100)
-	big, _ := s.enqueue(90)
-	next, _ := s.enqueue(20)
-	small, _ := s.enqueue(5)
+	s = testSched(4, 100)
+	big := s.enqueueN(90)
+	next := s.enqueueN(20)
+	small := s.enqueueN(5)
 	if big.state != stRunning || next.state != stWaiting || small.state != stWaiting {
 		t.Fatal("head-of-line blocking")
 	}
