@@ -81,6 +81,8 @@ func (e *Engine) Handler() http.Handler {
 		"/v1/models":           {http.MethodGet: e.handleModels},
 		"/v1/chat/completions": {http.MethodPost: e.handleChat},
 		"/v1/completions":      {http.MethodPost: e.handleCompletions},
+		"/v1/embeddings":       {http.MethodPost: e.handleEmbeddings},
+		"/v1/responses":        {http.MethodPost: e.handleResponses},
 		"/tokenize":            {http.MethodPost: e.handleTokenize},
 		"/detokenize":          {http.MethodPost: e.handleDetokenize},
 		"/metrics":             {http.MethodGet: e.metrics.handler().ServeHTTP},
