@@ -162,3 +162,52 @@ func commonPrefix(t *testing.T, system, userA, userB string) int {
 	}
 	return n
 }
+
+func (te *testEngine) completionCached(t *testing.T, prompt []int) int {
+	t.Helper()
+	code, body := te.post(t, "/v1/completions", map[string]any{"model": "sim", "prompt": prompt, "max_tokens": 1})
+	if code != 200 {
+		t.Fatalf("completion: %d %s", code, body)
+	}
+	u := decode[cachedUsage](t, body)
+	if u.Usage.PromptTokensDetails == nil {
+		t.Fatalf("no prompt_tokens_details: %s", body)
+	}
+	return u.Usage.PromptTokensDetails.CachedTokens
+}
+
+func TestLRUEvictionUnderSmallCache(t *testing.T) {
+	// 16 blocks of 16 tokens. Three 120-token prompts (8 blocks each, 7 of
+	// them whole) do not all stay cached.
+	te := startEngine(t, false, func(c *Config) {
+		c.MaxModelLen, c.KVCacheTokens, c.EnablePromptTokensDetails = 256, 256, true
+	})
+	a, b, c := ids(300, 120), ids(600, 120), ids(900, 120)
+	for _, p := range [][]int{a, b} {
+		if got := te.completionCached(t, p); got != 0 {
+			t.Fatalf("cold prompt: %d cached", got)
+		}
+	}
+	// c needs 8 blocks: the 2 plain free ones, then 6 evicted from the LRU
+	// front, which is a's (the least recently used), tail first.
+	te.completionCached(t, c)
+	st := te.sched.state()
+	if st.Evictions != 6 || st.BlocksUsed != 0 {
+		t.Fatalf("after c: %+v, want 6 evictions", st)
+	}
+	// a kept only its first block; b is whole (all but the last token's
+	// block, as for every full hit).
+	if got := te.completionCached(t, b); got != 112 {
+		t.Errorf("b after c: %d cached, want 112", got)
+	}
+	if got := te.completionCached(t, a); got != 16 {
+		t.Errorf("a after c: %d cached, want 16 (its first block outlived its tail)", got)
+	}
+	f := te.scrape(t)
+	if u := value(t, f, "vllm:kv_cache_usage_perc"); u != 0 {
+		t.Errorf("kv_cache_usage_perc %v with nothing running: cached blocks are free blocks", u)
+	}
+	if h := value(t, f, "vllm:prefix_cache_hits_total"); h != 112+16 {
+		t.Errorf("prefix_cache_hits_total %v, want 128", h)
+	}
+}
