@@ -187,11 +187,13 @@ func (e *Engine) startJob(prefix, model string, p promptSpec, maxTokens, minToke
 	if minTokens < 0 || minTokens > maxTokens {
 		return nil, nil, badRequest("min_tokens must be between 0 and max_tokens=%d, got %d.", maxTokens, minTokens)
 	}
+	// The job first: its arrival time must precede the admission.
+	j := e.newJob(prefix, model, p.seed, p.n, maxTokens, minTokens, ignoreEOS, seed)
 	t, err := e.admit(e.sched.newSeq(p.ids, p.n, p.salt))
 	if err != nil {
 		return nil, nil, err
 	}
-	return t, e.newJob(prefix, model, p.seed, p.n, maxTokens, minTokens, ignoreEOS, seed), nil
+	return t, j, nil
 }
 
 // generateText runs a non-streaming job to its end and returns its text.
