@@ -3,6 +3,7 @@ package enginesim
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -209,5 +210,25 @@ func TestLRUEvictionUnderSmallCache(t *testing.T) {
 	}
 	if h := value(t, f, "vllm:prefix_cache_hits_total"); h != 112+16 {
 		t.Errorf("prefix_cache_hits_total %v, want 128", h)
+	}
+}
+
+func TestStreamUsageCarriesCachedTokens(t *testing.T) {
+	te := startEngine(t, false, func(c *Config) { c.EnablePromptTokensDetails = true })
+	prompt := ids(300, 40)
+	te.completionCached(t, prompt)
+	res, err := te.client.Post(te.url+"/v1/completions", "application/json", strings.NewReader(
+		`{"model":"sim","prompt":`+strings.Join(strings.Fields(fmt.Sprint(prompt)), ",")+`,"max_tokens":2,"stream":true,"stream_options":{"include_usage":true}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	frames := readFrames(t, res.Body)
+	if len(frames) < 2 || frames[len(frames)-1].data != "[DONE]" {
+		t.Fatalf("frames %v", frames)
+	}
+	u := decode[cachedUsage](t, []byte(frames[len(frames)-2].data))
+	if u.Usage.PromptTokens != 40 || u.Usage.PromptTokensDetails == nil || u.Usage.PromptTokensDetails.CachedTokens != 32 {
+		t.Errorf("usage frame %s, want 32 of 40 prompt tokens cached", frames[len(frames)-2].data)
 	}
 }
