@@ -108,7 +108,7 @@ func (e *Engine) generate(ctx context.Context, t *ticket, j *job, sink tokenSink
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	var firstScheduled, last time.Time
+	var firstScheduled, firstToken, last time.Time
 	prefill := true // the next token comes after a (re)computed prefill
 	batch := 1
 	word := -1 // the next token's word, drawn once even if it is preempted
@@ -152,6 +152,7 @@ func (e *Engine) generate(ctx context.Context, t *ticket, j *job, sink tokenSink
 		prefill = false
 		now := time.Now()
 		if n == 0 {
+			firstToken = now
 			s := now.Sub(j.arrival).Seconds()
 			e.metrics.ttft.Observe(s)
 			e.metrics.prefillTime.Observe(now.Sub(firstScheduled).Seconds())
@@ -175,7 +176,10 @@ func (e *Engine) generate(ctx context.Context, t *ticket, j *job, sink tokenSink
 		n++
 	}
 	if n > 0 {
-		e.metrics.decodeTime.Observe(last.Sub(firstScheduled).Seconds())
+		// As vLLM splits a request's time: decode from the first token,
+		// inference from the first scheduling, both to the last token.
+		e.metrics.decodeTime.Observe(last.Sub(firstToken).Seconds())
+		e.metrics.inferenceTime.Observe(last.Sub(firstScheduled).Seconds())
 	}
 	return finish, n, nil
 }
