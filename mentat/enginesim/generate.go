@@ -36,6 +36,18 @@ type promptSpec struct {
 	salt string
 }
 
+// cacheSalt checks a request's cache_salt as vLLM does: absent, or a
+// non-empty string.
+func cacheSalt(s *string) (string, error) {
+	if s == nil {
+		return "", nil
+	}
+	if *s == "" {
+		return "", badRequest("Parameter 'cache_salt' must be a non-empty string if provided.")
+	}
+	return *s, nil
+}
+
 // textPrompt tokenizes a rendered prompt; the ids are only built when the
 // prefix cache needs them.
 func (e *Engine) textPrompt(text, salt string) promptSpec {

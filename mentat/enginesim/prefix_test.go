@@ -235,3 +235,31 @@ func TestStreamUsageCarriesCachedTokens(t *testing.T) {
 		t.Errorf("usage frame %s, want 32 of 40 prompt tokens cached", frames[len(frames)-2].data)
 	}
 }
+
+func TestCacheSalt(t *testing.T) {
+	te := startEngine(t, false, func(c *Config) { c.EnablePromptTokensDetails = true })
+	prompt := ids(300, 40)
+	salted := func(salt any) (int, []byte) {
+		return te.post(t, "/v1/completions", map[string]any{"prompt": prompt, "max_tokens": 1, "cache_salt": salt})
+	}
+	if code, body := salted("tenant-a"); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	// The same salt shares the blocks; another salt or none does not.
+	for _, c := range []struct {
+		salt any
+		want int
+	}{{"tenant-a", 32}, {"tenant-b", 0}, {nil, 0}} {
+		code, body := salted(c.salt)
+		if u := decode[cachedUsage](t, body); code != 200 || u.Usage.PromptTokensDetails.CachedTokens != c.want {
+			t.Errorf("cache_salt %v: %d %s, want %d cached", c.salt, code, body, c.want)
+		}
+	}
+	for _, path := range []string{"/v1/completions", "/v1/chat/completions", "/v1/responses"} {
+		code, body := te.post(t, path, map[string]any{"prompt": "x", "input": "x", "messages": []map[string]any{{"role": "user", "content": "x"}},
+			"max_tokens": 1, "cache_salt": ""})
+		if code != 400 || !strings.Contains(string(body), "cache_salt") {
+			t.Errorf("%s with an empty cache_salt: %d %s", path, code, body)
+		}
+	}
+}
