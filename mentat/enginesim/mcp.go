@@ -162,33 +162,59 @@ type totalsOut struct {
 	QueueFull        int64       `json:"queue_full"`
 }
 
+// cacheOut is the prefix cache part of engine_status.
+type cacheOut struct {
+	Enabled      bool    `json:"enabled"`
+	BlockSize    int     `json:"block_size"`
+	Blocks       int     `json:"blocks"`
+	BlocksUsed   int     `json:"blocks_used"`
+	CachedBlocks int     `json:"cached_blocks"`
+	CachedTokens int     `json:"cached_tokens"`
+	QueryTokens  int64   `json:"query_tokens"`
+	HitTokens    int64   `json:"hit_tokens"`
+	HitRate      float64 `json:"hit_rate"`
+	Evictions    int64   `json:"evictions"`
+}
+
 type statusOut struct {
-	Model            string     `json:"model"`
-	ServedModelNames []string   `json:"served_model_names"`
-	UptimeS          float64    `json:"uptime_s"`
-	Running          int        `json:"running"`
-	Waiting          int        `json:"waiting"`
-	MaxNumSeqs       int        `json:"max_num_seqs"`
-	MaxModelLen      int        `json:"max_model_len"`
-	KVCacheUsage     float64    `json:"kv_cache_usage"`
-	KVCacheTokens    int        `json:"kv_cache_tokens"`
-	Latency          latencyOut `json:"latency"`
-	Totals           totalsOut  `json:"totals"`
+	Model            string   `json:"model"`
+	ServedModelNames []string `json:"served_model_names"`
+	UptimeS          float64  `json:"uptime_s"`
+	Running          int      `json:"running"`
+	Waiting          int      `json:"waiting"`
+	MaxNumSeqs       int      `json:"max_num_seqs"`
+	MaxModelLen      int      `json:"max_model_len"`
+	KVCacheUsage     float64  `json:"kv_cache_usage"`
+	KVCacheTokens    int      `json:"kv_cache_tokens"`
+	PrefixCache      cacheOut `json:"prefix_cache"`
+	// The fixed cost model: prefill per uncached token, the step budget
+	// and the decode knee.
+	PrefillPerToken     string     `json:"prefill_per_token"`
+	MaxNumBatchedTokens int        `json:"max_num_batched_tokens"`
+	DecodeKnee          int        `json:"decode_knee"`
+	Latency             latencyOut `json:"latency"`
+	Totals              totalsOut  `json:"totals"`
 }
 
 func (m *mcpServer) engineStatus(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, statusOut, error) {
 	e := m.e
 	st := e.sched.state()
-	kv := 0.0
-	if st.KVCap > 0 {
-		kv = float64(st.KVUsed) / float64(st.KVCap)
+	rate := 0.0
+	if st.Queries > 0 {
+		rate = float64(st.Hits) / float64(st.Queries)
 	}
 	return nil, statusOut{
 		Model: e.cfg.Model, ServedModelNames: e.cfg.ServedModelNames,
 		UptimeS: time.Since(e.started).Seconds(),
 		Running: st.Running, Waiting: st.Waiting, MaxNumSeqs: e.cfg.MaxNumSeqs, MaxModelLen: e.cfg.MaxModelLen,
-		KVCacheUsage: kv, KVCacheTokens: st.KVCap,
-		Latency: latencyView(e.lat.get()),
+		KVCacheUsage: st.Usage, KVCacheTokens: st.Blocks * st.BlockSize,
+		PrefixCache: cacheOut{
+			Enabled: st.Caching, BlockSize: st.BlockSize, Blocks: st.Blocks, BlocksUsed: st.BlocksUsed,
+			CachedBlocks: st.CachedBlocks, CachedTokens: st.CachedBlocks * st.BlockSize,
+			QueryTokens: st.Queries, HitTokens: st.Hits, HitRate: rate, Evictions: st.Evictions,
+		},
+		Latency:         latencyView(e.lat.get()),
+		PrefillPerToken: e.cfg.PrefillPerToken.String(), MaxNumBatchedTokens: e.cfg.MaxNumBatchedTokens, DecodeKnee: e.cfg.DecodeKnee,
 		Totals: totalsOut{
 			Requests: e.stats.requests.Load(),
 			Finished: finishedOut{
