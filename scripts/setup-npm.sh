@@ -4,7 +4,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir="$root/.deps/node"
-stamp="$dir/.installed-v2"
+stamp="$dir/.installed-v3"
 [ -f "$stamp" ] && exit 0
 mkdir -p "$dir"
 cp "$root/scripts/npm-tools.json" "$dir/package.json"

@@ -70,6 +70,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		builder: builder{poll: cfg.PollInterval, fresh: cfg.ProbeFresh, allow: allow, subnets: cfg.Subnets},
 	}
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
+	s.mux.HandleFunc("GET /v1/models/{id...}", s.handleModel)
 	s.mux.HandleFunc("GET /status.json", s.handleStatus)
 	s.mux.HandleFunc("GET /healthz", handleHealthz)
 	return s, nil

@@ -9,6 +9,9 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
+
+	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 )
 
 // OpenAI error types used in bodies.
@@ -87,6 +90,22 @@ func (e *Error) body() []byte {
 	}
 	b, _ := json.Marshal(errorBody{Error: f})
 	return append(b, '\n')
+}
+
+// Refusal is the answer for a model that does not route in snap: 503
+// with the group's why_not when a group serves the name but is not
+// admitted, else 404 listing the models that do route.
+func Refusal(snap *routes.Snapshot, model string) *Error {
+	if _, g := snap.Lookup(model); g != nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: "model_unavailable", Param: "model",
+			Message: fmt.Sprintf("model %q is served by group %q, which is not routable now: %s (see /status.json)", model, g.Name, g.WhyNot)}
+	}
+	avail := "none"
+	if a := snap.Available(); len(a) > 0 {
+		avail = strings.Join(a, ", ")
+	}
+	return &Error{Status: http.StatusNotFound, Code: "model_not_found", Param: "model",
+		Message: fmt.Sprintf("model %q is not served by this cluster; available models: %s", model, avail)}
 }
 
 // classifyUpstream turns a failed round trip into the client's answer.
