@@ -2,10 +2,12 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fe64bb06/frontdoor/mentat/daemon"
@@ -150,7 +152,11 @@ func (l *link) note(event, what string, err error) {
 		return
 	}
 	l.lastErr = msg
-	l.log.Warn(event, "daemon", l.client.Base, "call", what, "error", err)
+	args := []any{"daemon", l.client.Base, "call", what, "error", err}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		args = append(args, "hint", "no mentatd daemon listens there: start one (mentatd daemon) on this node, or set MENTAT_DAEMON to its address")
+	}
+	l.log.Warn(event, args...)
 }
 
 func (l *link) register(ctx context.Context) {

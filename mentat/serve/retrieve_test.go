@@ -59,7 +59,7 @@ func TestModelRetrieve(t *testing.T) {
 	// A group is known to serve its own name; not admitted, it answers
 	// 503 with its why_not.
 	status, body = rawGet(t, r.base+"/v1/models/loading")
-	want = `{"error":{"message":"model \"loading\" is served by group \"loading\", which is not routable now: no running actors (see /status.json)","type":"server_error","param":null,"code":"model_unavailable"}}` + "\n"
+	want = `{"error":{"message":"model \"loading\" is served by group \"loading\", which is not routable now: no running actors (the daemon reports no running actor for the group; start or restart its model container; see /status.json)","type":"server_error","param":null,"code":"model_unavailable"}}` + "\n"
 	if status != http.StatusServiceUnavailable || string(body) != want {
 		t.Fatalf("not admitted: %d %s\nwant 503 %s", status, body, want)
 	}
