@@ -76,15 +76,21 @@ func WriteError(w http.ResponseWriter, e *Error) {
 	_, _ = w.Write(b)
 }
 
+// BodyType is the body's type field: Type, else invalid_request_error
+// below 500 and server_error from 500.
+func (e *Error) BodyType() string {
+	switch {
+	case e.Type != "":
+		return e.Type
+	case e.Status < 500:
+		return typeInvalid
+	}
+	return typeServer
+}
+
 // body is e's JSON body, newline-terminated.
 func (e *Error) body() []byte {
-	f := errorFields{Message: e.Message, Type: e.Type, Code: e.Code}
-	if f.Type == "" {
-		f.Type = typeServer
-		if e.Status < 500 {
-			f.Type = typeInvalid
-		}
-	}
+	f := errorFields{Message: e.Message, Type: e.BodyType(), Code: e.Code}
 	if e.Param != "" {
 		f.Param = &e.Param
 	}
