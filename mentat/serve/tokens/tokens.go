@@ -60,7 +60,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !errors.As(err, &ae) {
 			ae = &apiError{status: http.StatusInternalServerError, message: err.Error(), typ: "server_error", code: "internal_error"}
 		}
-		writeJSON(w, ae.status, map[string]any{"error": map[string]any{"message": ae.message, "type": ae.typ, "code": ae.code}})
+		writeJSON(w, ae.status, map[string]any{"error": map[string]any{"message": ae.message, "type": ae.typ, "param": nil, "code": ae.code}})
 		return
 	}
 	// A struct keeps OpenAI's field order: object first.

@@ -216,8 +216,9 @@ func (a answer) errorMessage(t *testing.T, status int, code string) string {
 		t.Fatalf("answer %d %v, want %d with an error", a.status, a.body, status)
 	}
 	msg, _ := e["message"].(string)
-	if msg == "" || e["type"] == nil || e["code"] != code {
-		t.Fatalf("error %v: want message, type and code %q", e, code)
+	param, hasParam := e["param"]
+	if msg == "" || e["type"] == nil || e["code"] != code || !hasParam || param != nil || len(e) != 4 {
+		t.Fatalf("error %v: want OpenAI's shape: message, type, param null and code %q", e, code)
 	}
 	return msg
 }
