@@ -127,14 +127,16 @@ func Empty() *Snapshot { return New(time.Time{}, nil, nil, nil) }
 
 // Lookup resolves a model name. It returns the route when the model is
 // routable. Otherwise, when some group is known to serve the name, it
-// returns that group (the first by name) so the caller can answer 503 with
-// its WhyNot; else both are nil (404).
+// returns that group (the first by name that is not admitted) so the
+// caller can answer 503 with its WhyNot; else both are nil (404).
 func (s *Snapshot) Lookup(model string) (*Route, *Group) {
 	if r, ok := s.Models[model]; ok {
 		return r, s.Groups[r.Group]
 	}
 	for _, name := range s.serves[model] {
-		if g := s.Groups[name]; g != nil {
+		// A healthy group that does not route the name does not serve
+		// it: its engine lists what it serves, and that is not among them.
+		if g := s.Groups[name]; g != nil && !g.Healthy {
 			return nil, g
 		}
 	}

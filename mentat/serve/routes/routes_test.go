@@ -30,6 +30,9 @@ func TestLookup(t *testing.T) {
 	if got, g := s.Lookup("g3"); got != nil || g == nil || g.WhyNot != "not probed yet" {
 		t.Fatalf("g3 (group's own name): %v %v", got, g)
 	}
+	if got, g := s.Lookup("g1"); got != nil || g != nil {
+		t.Fatalf("g1 (a healthy group's own name, which its engine does not list): %v %v", got, g)
+	}
 	if got, g := s.Lookup("nope"); got != nil || g != nil {
 		t.Fatalf("unknown: %v %v", got, g)
 	}
