@@ -124,7 +124,6 @@ type errString string
 
 func (e errString) Error() string { return string(e) }
 
-
 func mkdir(t *testing.T, d string) {
 	t.Helper()
 	if err := os.MkdirAll(d, 0o755); err != nil {
