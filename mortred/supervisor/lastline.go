@@ -4,10 +4,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
-// maxReasonBytes bounds the reason a status note quotes.
-const maxReasonBytes = 400
+// maxReasonBytes bounds the reason a status note quotes; a longer one
+// keeps its start (what failed) and its end (what to do), cut in between.
+const maxReasonBytes = 600
 
 // lastError remembers the line of a child's stderr that most likely says why
 // it exited, so the status note can carry it ("exited (exit status 1): no
@@ -47,10 +49,7 @@ func (l *lastError) observe(line string) {
 		return // what follows a panic line is its trace
 	}
 	l.panicked = strings.HasPrefix(reason, "panic: ") || strings.HasPrefix(reason, "fatal error: ")
-	if len(reason) > maxReasonBytes {
-		reason = reason[:maxReasonBytes] + "…"
-	}
-	l.line = reason
+	l.line = cutMiddle(reason, maxReasonBytes)
 }
 
 func (l *lastError) get() string {
@@ -78,4 +77,20 @@ func logValue(line, key string) string {
 		v = v[:j]
 	}
 	return v
+}
+
+// cutMiddle shortens s to about n bytes, keeping a third from its start and
+// the rest from its end, on UTF-8 boundaries.
+func cutMiddle(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	head, tail := n/3, s[len(s)-(n-n/3):]
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
+		tail = tail[1:]
+	}
+	return s[:head] + " … " + tail
 }

@@ -1,6 +1,10 @@
 package supervisor
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
 
 func TestLastErrorPicksTheReason(t *testing.T) {
 	cases := []struct {
@@ -32,12 +36,10 @@ func TestLastErrorPicksTheReason(t *testing.T) {
 		}
 	}
 	l := &lastError{}
-	long := make([]byte, 2*maxReasonBytes)
-	for i := range long {
-		long[i] = 'x'
-	}
-	l.observe(string(long))
-	if got := l.get(); len(got) != maxReasonBytes+len("…") {
-		t.Errorf("long line kept as %d bytes", len(got))
+	long := "loading model x: " + strings.Repeat("é", maxReasonBytes) + ": run `make setup`"
+	l.observe(long)
+	got := l.get()
+	if len(got) > maxReasonBytes+len(" … ") || !strings.HasPrefix(got, "loading model x: ") || !strings.HasSuffix(got, ": run `make setup`") || !utf8.ValidString(got) {
+		t.Errorf("a long line kept as %d bytes: %q", len(got), got)
 	}
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -113,6 +114,34 @@ func TestServerFindsSetupWithoutVariables(t *testing.T) {
 			filepath.Join(workLibOnly, ".deps/models")+" (beside the working directory)",
 			"run `make setup` in the checkout")
 	})
+	t.Run("under the supervisor: the status note says what to run", func(t *testing.T) {
+		testproc.Bin(t, "mortred-gateway")
+		api, gwPort := testproc.FreePort(t), testproc.FreePort(t)
+		writeFile(t, filepath.Join(conf, "mortred.toml"), fmt.Sprintf(`[supervisor]
+api_port = %d
+log_dir = "logs"
+server_conf_dir = "server"
+[gateway]
+port = %d
+`, api, gwPort))
+		tk := stack.NewTokens()
+		p := testproc.Start(t, testproc.Options{Env: tk.Env(), Dir: empty, Name: "mortred-supervisor"},
+			testproc.Bin(t, "mortred-supervisor"), "--config", filepath.Join(conf, "mortred.toml"))
+		sup := &stack.Supervisor{Proc: p, Conf: &stack.Conf{Dir: conf, APIPort: api, GatewayPort: gwPort}, Tokens: tk}
+		testproc.Eventually(t, 60*time.Second, "the supervisor's API", func() error {
+			if p.Exited() {
+				t.Fatalf("supervisor exited: %s", p.Output())
+			}
+			_, err := sup.API("GET", "/api/v1/status")
+			return err
+		})
+		st := sup.WaitFor(t, "PPOCR_CLS", 60*time.Second, "a note after the first exit", func(s stack.Status) bool { return s.RestartCount >= 1 })
+		for _, w := range []string{"exited (exit status 1): loading model ", "no ONNX Runtime library found", "run `make setup` in the checkout"} {
+			if !strings.Contains(st.Error, w) {
+				t.Errorf("status note lacks %q: %q", w, st.Error)
+			}
+		}
+	})
 	t.Run("a wrong MORTRED_ORT_LIB is an error, not a guess", func(t *testing.T) {
 		bad := filepath.Join(empty, "nope.so")
 		p := testproc.Start(t, testproc.Options{Env: append(env, "MORTRED_ORT_LIB="+bad), Dir: work, Name: "mortred-server"}, built, "--config", serverConf)
@@ -134,6 +163,13 @@ func mkdir(t *testing.T, d string) {
 func symlink(t *testing.T, target, link string) {
 	t.Helper()
 	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
