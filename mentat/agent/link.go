@@ -80,6 +80,11 @@ func (l *link) setNote(service, note string) {
 
 // run keeps the registration alive until ctx ends.
 func (l *link) run(ctx context.Context) {
+	// ctx ends the loop between calls, never a call in flight (each is
+	// bounded by the client's timeout): the daemon may already have read
+	// a call the agent gives up on and apply it after the final state
+	// finish pushes, leaving an exited engine "spawning" or "running".
+	calls := context.WithoutCancel(ctx)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -87,12 +92,12 @@ func (l *link) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-l.kick:
-			l.sync(ctx)
+			l.sync(calls)
 		case <-timer.C:
 			if l.registered {
-				l.heartbeat(ctx)
+				l.heartbeat(calls)
 			}
-			l.sync(ctx)
+			l.sync(calls)
 			timer.Reset(l.every)
 		}
 	}
