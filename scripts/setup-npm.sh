@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the pinned npm tools the tests use into .deps/node (Node 22 for the
+# Installs the pinned npm tools the tests use into .deps/node (Node 22 for the OpenAI clients and the
 # MCP conformance suite and Inspector). Quick when done.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
