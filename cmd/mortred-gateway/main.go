@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -56,7 +55,7 @@ func run(confPath string) error {
 		return err
 	}
 	defer gw.Close()
-	l, err := net.Listen("tcp", setup.Addr)
+	l, err := config.Listen(setup.Addr, "set port in [gateway] of "+cp.File+" (or "+config.EnvListenPort+")")
 	if err != nil {
 		return err
 	}

@@ -56,7 +56,7 @@ func run(confPath string, opts supervisor.Options) error {
 		return err
 	}
 	addr := net.JoinHostPort(cp.Supervisor.APIHost, strconv.Itoa(cp.Supervisor.APIPort))
-	l, err := net.Listen("tcp", addr)
+	l, err := config.Listen(addr, "set api_port in [supervisor] of "+cp.File+" (is another mortred-supervisor running? `mortredctl status` asks it)")
 	if err != nil {
 		return err
 	}

@@ -2,12 +2,16 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -245,4 +249,42 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Stopping the link while a call to the daemon is in flight lets the call
+// finish: a daemon that has read an abandoned call may apply it after the
+// agent's final state, and an exited engine would then stay "spawning"
+// (the TestCommandNotFound flake). The fake daemon holds the actor update
+// until the link has been told to stop.
+func TestLinkStopFinishesCallInFlight(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var aborted atomic.Bool
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/agent/register", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"agent_id":"g@c@127.0.0.1","node_id":"n","node_ip":"127.0.0.1","boot_id":"b","heartbeat_s":60}`)
+	})
+	mux.HandleFunc("POST /v1/agent/actor", func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+		aborted.Store(r.Context().Err() != nil)
+		fmt.Fprint(w, `{"ok":true}`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := daemon.NewClient(srv.Listener.Addr().String(), 20*time.Second)
+	defer c.Close()
+	l := newLink(c, logx.Discard(), daemon.RegisterRequest{Group: "g", Container: "c", PID: 1}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { l.run(ctx); close(done) }()
+	<-l.first
+
+	l.setActor("a:1", daemon.ActorState{Name: "w", State: wire.ActorSpawning})
+	<-entered
+	cancel()
+	close(release)
+	<-done
+	if !l.registered || aborted.Load() {
+		t.Fatalf("the link abandoned its call when stopped (registered %v, aborted %v): the daemon could apply it after the final state", l.registered, aborted.Load())
+	}
 }

@@ -2,10 +2,12 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fe64bb06/frontdoor/mentat/daemon"
@@ -78,6 +80,11 @@ func (l *link) setNote(service, note string) {
 
 // run keeps the registration alive until ctx ends.
 func (l *link) run(ctx context.Context) {
+	// ctx ends the loop between calls, never a call in flight (each is
+	// bounded by the client's timeout): the daemon may already have read
+	// a call the agent gives up on and apply it after the final state
+	// finish pushes, leaving an exited engine "spawning" or "running".
+	calls := context.WithoutCancel(ctx)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -85,12 +92,12 @@ func (l *link) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-l.kick:
-			l.sync(ctx)
+			l.sync(calls)
 		case <-timer.C:
 			if l.registered {
-				l.heartbeat(ctx)
+				l.heartbeat(calls)
 			}
-			l.sync(ctx)
+			l.sync(calls)
 			timer.Reset(l.every)
 		}
 	}
@@ -150,7 +157,11 @@ func (l *link) note(event, what string, err error) {
 		return
 	}
 	l.lastErr = msg
-	l.log.Warn(event, "daemon", l.client.Base, "call", what, "error", err)
+	args := []any{"daemon", l.client.Base, "call", what, "error", err}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		args = append(args, "hint", "no mentatd daemon listens there: start one (mentatd daemon) on this node, or set MENTAT_DAEMON to its address")
+	}
+	l.log.Warn(event, args...)
 }
 
 func (l *link) register(ctx context.Context) {

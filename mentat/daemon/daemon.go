@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/logx"
@@ -59,6 +60,9 @@ func (d *Daemon) Listen() error {
 	addr := net.JoinHostPort(d.cfg.HTTPHost, strconv.Itoa(d.cfg.HTTPPort))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("listen on %s: %w: another mentatd daemon probably runs here; stop it, or set MENTAT_HTTP_PORT to a free port (and point the agents' MENTAT_DAEMON and the router's MENTAT_DAEMONS at it)", addr, err)
+		}
 		return fmt.Errorf("listen on %s: %w (set MENTAT_HTTP_HOST / MENTAT_HTTP_PORT)", addr, err)
 	}
 	d.ln = ln

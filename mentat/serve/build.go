@@ -13,18 +13,18 @@ import (
 
 // why_not texts, in gate order (mentat-wire.md).
 const (
-	whyNoEndpoint = "no announced OpenAI endpoint"
-	whyNoActors   = "no running actors"
-	whyUnprobed   = "not probed yet"
-	whyStale      = "endpoint probe stale"
+	whyNoEndpoint = routes.WhyNoEndpoint
+	whyNoActors   = routes.WhyNoActors
+	whyUnprobed   = routes.WhyUnprobed
+	whyStale      = routes.WhyStale
 )
 
 func whyNotAllowed(ep *endpoint) string {
-	return "announced " + announcedText(ep) + ", and no address of that node passes ALLOWED_SOURCES"
+	return routes.WhyNotAllowed + announcedText(ep) + ", and no address of that node passes ALLOWED_SOURCES"
 }
 
 func whyProbeFailed(errs []string, note string) string {
-	s := "endpoint probe failed: " + strings.Join(errs, "; ")
+	s := routes.WhyProbeFailed + strings.Join(errs, "; ")
 	if note != "" {
 		s += " (agent reports: " + note + ")"
 	}

@@ -48,8 +48,9 @@ type probeGroup struct {
 	// fresh-connection retry) would otherwise hold the group unroutable
 	// until it gives up.
 	cancelRound context.CancelFunc
-	// inUse is the candidate live traffic uses ("" when none answers);
-	// since is when it took over, the clock promotion runs on.
+	// inUse is the candidate live traffic uses ("" when none answers;
+	// after a list change it may be one no longer listed, until the next
+	// round ends); since is when it took over, the clock promotion runs on.
 	inUse       string
 	since       time.Time
 	lastPromote time.Time
@@ -84,8 +85,8 @@ func newProber(ctx context.Context, interval, timeout, promote time.Duration, lo
 
 // sync makes the probed groups exactly those in cands (group name →
 // candidate URLs, best first). A group whose list changed keeps the
-// candidate in use when it is still listed; otherwise it keeps its last
-// result until a round, started at once, finds the next candidate.
+// candidate in use and its last result until a round over the new list,
+// started at once, has found the next candidate (or found none).
 func (p *prober) sync(cands map[string][]string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -112,12 +113,13 @@ func (p *prober) sync(cands map[string][]string) {
 		if changed {
 			g.cands = slices.Clone(list)
 			// A candidate in use that left the list (the node dropped an
-			// address) keeps its last result until the round kicked below
-			// finds the next one: a few milliseconds, in which the model
-			// stays listed rather than flapping out of /v1/models.
-			if g.inUse != "" && !slices.Contains(list, g.inUse) {
-				g.inUse = ""
-			}
+			// address) stays in use, with its last result, until the round
+			// kicked below has walked the new list: it is the last
+			// candidate proven to answer, and clearing it here would take
+			// the model out of the route table ("not probed yet") for as
+			// long as that round takes, though a working candidate is
+			// left. The round starts at the top of the new list, since
+			// the one in use is not on it.
 			if g.cancelRound != nil {
 				g.cancelRound()
 			}

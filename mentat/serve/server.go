@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/h1server"
@@ -70,6 +71,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		builder: builder{poll: cfg.PollInterval, fresh: cfg.ProbeFresh, allow: allow, subnets: cfg.Subnets},
 	}
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
+	s.mux.HandleFunc("GET /v1/models/{id...}", s.handleModel)
 	s.mux.HandleFunc("GET /status.json", s.handleStatus)
 	s.mux.HandleFunc("GET /healthz", handleHealthz)
 	return s, nil
@@ -111,7 +113,10 @@ func (s *Server) Listen() error {
 	}
 	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w (is another router running? set SERVE_PORT)", s.cfg.HTTPAddr, err)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("listen %s: %w: another router (mentatd-serve or mentatd serve) probably runs here; stop it, or set SERVE_PORT to a free port", s.cfg.HTTPAddr, err)
+		}
+		return fmt.Errorf("listen %s: %w (set SERVE_PORT)", s.cfg.HTTPAddr, err)
 	}
 	if err := s.disc.Listen(); err != nil {
 		ln.Close()

@@ -248,17 +248,8 @@ func TestProbeUnprobedAndStale(t *testing.T) {
 // out: the changed list cancels the stuck round and the next candidate is
 // probed at once.
 func TestDroppedCandidateCancelsStuckProbe(t *testing.T) {
-	good := startEngine(t, "127.0.0.1:0", "m")
+	good, stuck, d, r := startHeldPair(t, "127.0.0.2", "127.0.0.1")
 	port := good.port()
-	stuck := serveEngine(t, listenSamePort(t, "127.0.0.2", port), "m")
-	stuck.mode.Store(engineHang)
-	d := newFakeDaemon(t, nodeSnap("127.0.0.1", []string{"127.0.0.2", "127.0.0.1"}, map[string]wire.Group{
-		"g": group("127.0.0.1", openai(port, ""), "running"),
-	}))
-	cfg := testConfig(d.addr())
-	cfg.ProbeTimeout = time.Minute // far beyond waitGroup's 20 s
-	cfg.ProbeFresh = 2 * time.Minute
-	r := startServer(t, cfg)
 	for end := time.Now().Add(20 * time.Second); stuck.hits.Load() == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatal("the router never probed 127.0.0.2")
@@ -270,4 +261,64 @@ func TestDroppedCandidateCancelsStuckProbe(t *testing.T) {
 	d.mu.Unlock()
 	second := fmt.Sprintf("http://127.0.0.1:%d/v1", port)
 	r.waitGroup(t, "g", "serving from the remaining candidate", func(g GroupStatus) bool { return g.Healthy && str(g.OpenAI) == second })
+}
+
+// The node drops the address in use from its ranking (its link went down
+// and the daemon re-read its interfaces) while the remaining candidate's
+// probe is still in flight. The model must stay in the route table on the
+// last proven candidate until that probe answers: a working candidate is
+// left, so the model never leaves /v1/models. The remaining candidate's
+// probe is held open by the engine, which makes the window as wide as the
+// test needs instead of the few milliseconds it lasts on an idle machine.
+func TestDroppedInUseCandidateKeepsModelRoutable(t *testing.T) {
+	first, next, d, r := startHeldPair(t, "127.0.0.1", "127.0.0.2")
+	port := first.port()
+	inUse, remaining := fmt.Sprintf("http://127.0.0.1:%d/v1", port), fmt.Sprintf("http://127.0.0.2:%d/v1", port)
+	r.waitGroup(t, "g", "serving from the first candidate", func(g GroupStatus) bool { return g.Healthy && str(g.OpenAI) == inUse })
+	if next.hits.Load() != 0 {
+		t.Fatal("the second candidate was probed while the first answered")
+	}
+
+	d.mu.Lock()
+	d.snap = nodeSnap("127.0.0.1", []string{"127.0.0.2"}, d.snap.Groups)
+	d.mu.Unlock()
+	// The router has the new list and its probe of the remaining candidate
+	// is in flight (held): this is the window the race lives in.
+	r.waitGroup(t, "g", "the new candidate list", func(g GroupStatus) bool {
+		return reflect.DeepEqual(g.OpenAICandidates, []string{remaining})
+	})
+	for end := time.Now().Add(20 * time.Second); next.hits.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the router never probed the remaining candidate")
+		}
+	}
+	if g := r.status(t).Groups["g"]; !g.Healthy || str(g.OpenAI) != inUse || whyNot(g) != "" {
+		t.Fatalf("the model left the route table while its remaining candidate was being probed: %+v why_not %q", g, whyNot(g))
+	}
+	if rt, _ := r.srv.Routes().Load().Lookup("m"); rt == nil || rt.Base.String() != inUse {
+		t.Fatalf("m not routed on the last proven candidate during the probe: %+v", rt)
+	}
+
+	// The remaining candidate answers: traffic moves to it.
+	next.mode.Store(engineOK)
+	close(next.release)
+	r.waitGroup(t, "g", "serving from the remaining candidate", func(g GroupStatus) bool { return g.Healthy && str(g.OpenAI) == remaining })
+}
+
+// startHeldPair serves model m for group g on one port at two addresses:
+// 127.0.0.1 answers, 127.0.0.2 holds every probe open until its release
+// is closed (PROBE_TIMEOUT_S is far beyond waitGroup's 20 s). The node
+// ranks its addresses as given.
+func startHeldPair(t *testing.T, ranking ...string) (answering, held *fakeEngine, d *fakeDaemon, r *running) {
+	t.Helper()
+	answering = startEngine(t, "127.0.0.1:0", "m")
+	held = serveEngine(t, listenSamePort(t, "127.0.0.2", answering.port()), "m")
+	held.mode.Store(engineHang)
+	d = newFakeDaemon(t, nodeSnap("127.0.0.1", ranking, map[string]wire.Group{
+		"g": group("127.0.0.1", openai(answering.port(), ""), "running"),
+	}))
+	cfg := testConfig(d.addr())
+	cfg.ProbeTimeout = time.Minute
+	cfg.ProbeFresh = 2 * time.Minute
+	return answering, held, d, startServer(t, cfg)
 }

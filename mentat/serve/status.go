@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/mentat/serve/proxy"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 )
 
@@ -90,27 +91,46 @@ func ModelList(s *routes.Snapshot) []json.RawMessage {
 			continue
 		}
 		for _, e := range g.ModelEntries {
-			var fields map[string]json.RawMessage
-			if json.Unmarshal(e, &fields) != nil {
-				continue
+			if _, b := routedEntry(s, name, e); b != nil {
+				data = append(data, b)
 			}
-			var id string
-			if json.Unmarshal(fields["id"], &id) != nil {
-				continue
-			}
-			if r := s.Models[id]; r == nil || r.Group != name {
-				continue
-			}
-			owner, _ := json.Marshal(name)
-			fields["owned_by"] = owner
-			b, err := json.Marshal(fields)
-			if err != nil {
-				continue
-			}
-			data = append(data, b)
 		}
 	}
 	return data
+}
+
+// ModelEntry renders /v1/models/{id}: the entry /v1/models lists for id,
+// nil when id does not route.
+func ModelEntry(s *routes.Snapshot, id string) json.RawMessage {
+	r := s.Models[id]
+	if r == nil || s.Groups[r.Group] == nil {
+		return nil
+	}
+	for _, e := range s.Groups[r.Group].ModelEntries {
+		if got, b := routedEntry(s, r.Group, e); got == id && b != nil {
+			return b
+		}
+	}
+	return nil
+}
+
+// routedEntry reads one engine entry of group and, when the group routes
+// its id, renders it with owned_by set to the group; b is nil otherwise.
+func routedEntry(s *routes.Snapshot, group string, e json.RawMessage) (id string, b json.RawMessage) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(e, &fields) != nil || json.Unmarshal(fields["id"], &id) != nil {
+		return "", nil
+	}
+	if r := s.Models[id]; r == nil || r.Group != group {
+		return id, nil
+	}
+	owner, _ := json.Marshal(group)
+	fields["owned_by"] = owner
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return id, nil
+	}
+	return id, b
 }
 
 func nullable(s string) *string {
@@ -149,6 +169,23 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 		Object string            `json:"object"`
 		Data   []json.RawMessage `json:"data"`
 	}{"list", ModelList(s.holder.Load())})
+}
+
+// handleModel answers GET /v1/models/{id} (the official clients'
+// models.retrieve). The id may hold slashes ("meta-llama/Llama-3-8B"),
+// sent raw or escaped. An id that does not route gets the proxy's
+// refusal for it: 503 with the group's why_not, or 404 listing what
+// routes; param is null, since the id is in the path.
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	snap := s.holder.Load()
+	id := r.PathValue("id")
+	if b := ModelEntry(snap, id); b != nil {
+		writeJSON(w, b)
+		return
+	}
+	e := proxy.Refusal(snap, id)
+	e.Param = ""
+	proxy.WriteError(w, e)
 }
 
 func handleHealthz(w http.ResponseWriter, r *http.Request) {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -35,14 +37,14 @@ func (c *CLI) initTrust(args []string) error {
 	}
 	api, metrics, model := NewToken(), NewToken(), NewToken()
 	content := fmt.Sprintf(`# Written by mortredctl init-trust on %s. Keep it secret: mode 0600.
-# Load it into a shell with: set -a; . ./%s; set +a
+# Load it into a shell with: set -a; . %s; set +a
 # Management API, web UI, and inference through the gateway:
 MORTRED_API_TOKEN=%s
 # GET /metrics on the gateway (the scrape secret; distinct by design):
 MORTRED_METRICS_TOKEN=%s
 # The model servers' own token (supervisor to children, gateway to models):
 MORTRED_AUTH_TOKEN=%s
-`, time.Now().UTC().Format(time.RFC3339), out, api, metrics, model)
+`, time.Now().UTC().Format(time.RFC3339), sourceArg(out), api, metrics, model)
 	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
 	if force {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
@@ -71,6 +73,21 @@ MORTRED_AUTH_TOKEN=%s
 		fmt.Fprintf(c.Out, "{\"file\":%q}\n", out)
 		return nil
 	}
-	fmt.Fprintf(c.Out, "wrote fresh tokens to %s (mode 0600)\nload them with: set -a; . ./%s; set +a\n", out, out)
+	fmt.Fprintf(c.Out, "wrote fresh tokens to %s (mode 0600)\nload them with: set -a; . %s; set +a\n", out, sourceArg(out))
 	return nil
+}
+
+// sourceArg is path as the argument of the shell's "." command, which
+// searches $PATH for a name without a slash: an absolute path stays as it
+// is, a relative one gets "./" unless it already starts with "./" or "../"
+// (relative paths hold from the directory mortredctl ran in), and a path
+// with characters the shell would read is single-quoted.
+func sourceArg(path string) string {
+	if !filepath.IsAbs(path) && !strings.HasPrefix(path, "./") && !strings.HasPrefix(path, "../") {
+		path = "./" + path
+	}
+	if strings.Trim(path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+,:@%") == "" {
+		return path
+	}
+	return "'" + strings.ReplaceAll(path, "'", `'\''`) + "'"
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,5 +106,62 @@ func TestNewTokenDistinct(t *testing.T) {
 			t.Fatalf("token %q", tok)
 		}
 		seen[tok] = true
+	}
+}
+
+// TestInitTrustHintWorksAsPrinted runs the printed "load them with" line
+// and the file's header line in a real shell, from the directory
+// mortredctl ran in and (for an absolute --out) from another one.
+func TestInitTrustHintWorksAsPrinted(t *testing.T) {
+	root := t.TempDir()
+	elsewhere := t.TempDir()
+	for _, c := range []struct {
+		out, hint string
+		absolute  bool
+	}{
+		{filepath.Join(root, "x/mortred.env"), ". " + filepath.Join(root, "x/mortred.env"), true},
+		{"mortred.env", ". ./mortred.env", false},
+		{"sub/m.env", ". ./sub/m.env", false},
+		{"./dot.env", ". ./dot.env", false},
+		{"../up.env", ". ../up.env", false},
+		{filepath.Join(root, "with space/it's.env"), `. '` + filepath.Join(root, "with space/it") + `'\''s.env'`, true},
+	} {
+		t.Run(c.out, func(t *testing.T) {
+			dir := filepath.Join(root, "cwd")
+			target := c.out
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(dir, target)
+			}
+			for _, d := range []string{dir, filepath.Dir(target)} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Chdir(dir)
+			stdout, stderr, code := run(t, nil, "init-trust", "--out", c.out, "--force")
+			want := "load them with: set -a; " + c.hint + "; set +a\n"
+			if code != 0 || stderr != "" || !strings.HasSuffix(stdout, want) {
+				t.Fatalf("exit %d, stderr %q, stdout %q; want it to end %q", code, stderr, stdout, want)
+			}
+			header, err := os.ReadFile(c.out)
+			if err != nil || !strings.Contains(string(header), "# Load it into a shell with: set -a; "+c.hint+"; set +a\n") {
+				t.Fatalf("file header: %v\n%s", err, header)
+			}
+			line := strings.TrimPrefix(strings.TrimSuffix(want, "\n"), "load them with: ")
+			dirs := []string{dir}
+			if c.absolute {
+				dirs = append(dirs, elsewhere)
+			}
+			tokens := readEnvFile(t, c.out)
+			for _, d := range dirs {
+				cmd := exec.Command("sh", "-c", line+`; printf %s "$MORTRED_API_TOKEN"`)
+				cmd.Dir = d
+				cmd.Env = []string{"PATH=/usr/bin:/bin"}
+				got, err := cmd.CombinedOutput()
+				if err != nil || string(got) != tokens["MORTRED_API_TOKEN"] {
+					t.Fatalf("in %s, sh -c %q: %v: %q", d, line, err, got)
+				}
+			}
+		})
 	}
 }

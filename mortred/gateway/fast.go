@@ -215,7 +215,7 @@ func (st *fastState) failed(x *h1server.Exchange, u *Upstream, ust *upstreamStat
 		x.Abort()
 	case errors.Is(err, syscall.ECONNREFUSED):
 		writeFastEnvelope(x, http.StatusServiceUnavailable, statusNotReady,
-			fmt.Sprintf("model %s is not running or still loading (connection refused at %s); start it with `mortredctl start %s` or retry shortly", u.ID, u.Addr, u.ID),
+			refusedMessage(u),
 			"Retry-After: 1\r\n")
 		g.metrics.upstreamErrors.WithLabelValues(u.ID, "refused").Inc()
 		ust.request(http.StatusServiceUnavailable)

@@ -295,7 +295,7 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, u *Upstr
 	case errors.Is(err, syscall.ECONNREFUSED):
 		w.Header().Set("Retry-After", "1")
 		writeEnvelope(w, http.StatusServiceUnavailable, statusNotReady,
-			fmt.Sprintf("model %s is not running or still loading (connection refused at %s); start it with `mortredctl start %s` or retry shortly", u.ID, u.Addr, u.ID), "")
+			refusedMessage(u), "")
 		g.metrics.upstreamErrors.WithLabelValues(u.ID, "refused").Inc()
 		g.metrics.request(u.ID, http.StatusServiceUnavailable)
 	default:
@@ -435,4 +435,11 @@ func (e *eofReader) abandon(w http.ResponseWriter) {
 	e.mu.Lock()
 	e.abandoned = true
 	e.mu.Unlock()
+}
+
+// refusedMessage answers a request whose model server refused the
+// connection: nothing listens on its port, so it is stopped, starting or
+// crashed, and mortredctl status tells which (and, for a crash, why).
+func refusedMessage(u *Upstream) string {
+	return fmt.Sprintf("model %s is not running (connection refused at %s): `mortredctl status` shows whether it is starting, stopped or crashed and why; `mortredctl start %s` starts a stopped one; retry after Retry-After", u.ID, u.Addr, u.ID)
 }

@@ -90,9 +90,10 @@ func (g *Gateway) bearer(token, scope string, next http.Handler) http.Handler {
 		got, ok := bearerToken(r)
 		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="Mortred"`)
-			msg := "missing or invalid Bearer token for " + scope
+			msg := "missing or invalid Bearer token for inference: send Authorization: Bearer $" + EnvAPIToken +
+				" (or $" + EnvGatewayToken + " when the gateway runs with it), as `mortredctl init-trust` wrote it"
 			if scope == "metrics" {
-				msg += " (GET /metrics takes MORTRED_METRICS_TOKEN, not the inference token)"
+				msg = "missing or invalid Bearer token for metrics: GET /metrics takes Authorization: Bearer $" + EnvMetricsToken + ", not the inference token"
 			}
 			writeEnvelope(w, http.StatusUnauthorized, statusUnauthorized, msg, "")
 			g.metrics.unauthorized.Inc()

@@ -125,7 +125,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, arrival time.Time
 	// not spend a client's budget.
 	if !s.auth.allow(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="Mortred"`)
-		msg := "missing or invalid bearer token: send Authorization: Bearer <token>"
+		msg := "missing or invalid Bearer token: send Authorization: Bearer $MORTRED_AUTH_TOKEN (this server's auth_token, or the MORTRED_AUTH_TOKEN it was started with); clients of a deployment go through the gateway with $MORTRED_API_TOKEN"
 		if s.auth.empty {
 			msg = "this server has no auth_token configured, so inference and /metrics are closed: set auth_token or MORTRED_AUTH_TOKEN"
 		}
@@ -196,7 +196,7 @@ func (s *Server) modelName() string {
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, arrival time.Time, async bool) {
 	if !s.Ready() {
 		w.Header().Set("Retry-After", "1")
-		reject(w, envelope.StatusNotReady, taskID("", r), arrival, "the model is still loading; retry when GET /ready answers 200")
+		reject(w, envelope.StatusNotReady, taskID("", r), arrival, fmt.Sprintf("model %s is still loading: retry after Retry-After; it is loaded when GET /ready on this server answers 200 (`mortredctl status` shows READY yes)", s.cfg.ID))
 		return
 	}
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))

@@ -166,9 +166,9 @@ func (s *Server) Close() {
 // and serves until ctx ends or loading fails; then it shuts down gracefully.
 // onListen, when set, is told the bound address (port 0 picks one).
 func (s *Server) Run(ctx context.Context, onListen func(addr net.Addr)) error {
-	ln, err := net.Listen("tcp", s.cfg.Addr())
+	ln, err := config.Listen(s.cfg.Addr(), fmt.Sprintf("set port in [%s] of %s (or %s when run alone)", s.cfg.ID, s.cfg.File, config.EnvListenPort))
 	if err != nil {
-		return fmt.Errorf("listen %s: %w (choose another port or MORTRED_LISTEN_PORT)", s.cfg.Addr(), err)
+		return err
 	}
 	return s.Serve(ctx, ln, onListen)
 }

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -163,6 +165,7 @@ type proc struct {
 	cmd    *exec.Cmd
 	exited chan error // receives Wait's result once
 	cancel context.CancelFunc
+	reason *lastError // the stderr line that says why it ended
 }
 
 // Run owns the child until ctx ends; then it stops the process and returns.
@@ -269,11 +272,15 @@ func (c *Child) Run(ctx context.Context) {
 			startLimit = nil
 		case err := <-exited:
 			exit := describeExit(err)
+			why := "" // ": <the child's last error line>"
+			if r := p.reason.get(); r != "" && failedOnItsOwn(err) {
+				why = ": " + r
+			}
 			healthy := !readySince.IsZero() && time.Since(readySince) >= crashWindowHeal
 			p = nil
 			startLimit = nil
 			readySince = time.Time{}
-			c.lg.Info("supervisor_child_exited", "status", exit)
+			c.lg.Info("supervisor_child_exited", "status", exit, "reason", strings.TrimPrefix(why, ": "))
 			c.log.Append("[supervisor] process exited: " + exit)
 			c.setStatus(func(s *Status) { s.PID, s.Ready, s.LastExitStatus = 0, false, exit })
 			if healthy {
@@ -285,20 +292,20 @@ func (c *Child) Run(ctx context.Context) {
 				c.setStatus(func(s *Status) { s.State = StateStopped })
 				want = false
 			case !again:
-				c.setStatus(func(s *Status) { s.State, s.Error = StateFailed, "exited: "+exit })
+				c.setStatus(func(s *Status) { s.State, s.Error = StateFailed, "exited ("+exit+")"+why })
 				want = false
 			case crashes >= maxRestarts:
 				c.lg.Error("supervisor_child_failed", "restarts", crashes)
 				c.setStatus(func(s *Status) {
 					s.State = StateFailed
-					s.Error = fmt.Sprintf("exited %d times in a row (last: %s); giving up — fix the cause, then start it again", crashes+1, exit)
+					s.Error = fmt.Sprintf("exited %d times in a row (last: %s)%s; giving up — fix the cause, then start it again", crashes+1, exit, why)
 				})
 				want = false
 			default:
 				crashes++
 				c.setStatus(func(s *Status) {
 					s.State, s.RestartCount = StateBackoff, s.RestartCount+1
-					s.Error = fmt.Sprintf("exited (%s); restarting in %s", exit, backoff)
+					s.Error = fmt.Sprintf("exited (%s)%s; restarting in %s", exit, why, backoff)
 				})
 				retry = time.NewTimer(backoff)
 				retryC = retry.C
@@ -338,11 +345,11 @@ func (c *Child) launch(readyC chan bool) (*proc, error) {
 	c.lg.Info("supervisor_child_started", "pid", cmd.Process.Pid)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &proc{cmd: cmd, exited: make(chan error, 1), cancel: cancel}
+	p := &proc{cmd: cmd, exited: make(chan error, 1), cancel: cancel, reason: &lastError{prog: filepath.Base(c.spec.Path) + ": "}}
 	var pumps sync.WaitGroup
 	pumps.Add(2)
-	go func() { defer pumps.Done(); c.log.pump(stdout, "") }()
-	go func() { defer pumps.Done(); c.log.pump(stderr, "") }()
+	go func() { defer pumps.Done(); c.log.pump(stdout, nil) }()
+	go func() { defer pumps.Done(); c.log.pump(stderr, p.reason.observe) }()
 	go func() {
 		// Pipes are drained before Wait, as os/exec requires.
 		pumps.Wait()
@@ -413,6 +420,18 @@ func (c *Child) terminate(p *proc) error {
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	p.cancel()
 	return err
+}
+
+// failedOnItsOwn reports an exit with a non-zero status: the process ended
+// itself, so its last error line is the reason. A signal (a kill from us or
+// from outside) says nothing about what the process last logged.
+func failedOnItsOwn(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && !ws.Signaled() && ws.ExitStatus() != 0
 }
 
 func describeExit(err error) string {

@@ -153,7 +153,7 @@ func TestCrashBackoffThenFailed(t *testing.T) {
 		return s.State == StateFailed
 	})
 	s := c.Status()
-	if !sawBackoff || s.RestartCount != maxRestarts || s.LastExitStatus != "exit status 3" || !strings.Contains(s.Error, "giving up") {
+	if !sawBackoff || s.RestartCount != maxRestarts || s.LastExitStatus != "exit status 3" || !strings.Contains(s.Error, "(last: exit status 3): helper: crashing on purpose; giving up") {
 		t.Fatalf("status: %+v (saw backoff %v)", s, sawBackoff)
 	}
 	// 0.5+1+2+4+8 s of backoff at least.

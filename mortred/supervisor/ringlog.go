@@ -114,19 +114,24 @@ func (l *RingLog) Close() {
 	}
 }
 
-// pump copies r into the log line by line until EOF. Overlong lines are cut
-// so one runaway child cannot hold unbounded memory.
-func (l *RingLog) pump(r io.Reader, prefix string) {
+// pump copies r into the log line by line until EOF, showing each line to
+// observe when it is not nil. Overlong lines are cut so one runaway child
+// cannot hold unbounded memory.
+func (l *RingLog) pump(r io.Reader, observe func(string)) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 64<<10)
 	for {
 		for sc.Scan() {
-			l.Append(prefix + strings.TrimRight(sc.Text(), "\r"))
+			line := strings.TrimRight(sc.Text(), "\r")
+			l.Append(line)
+			if observe != nil {
+				observe(line)
+			}
 		}
 		if sc.Err() != bufio.ErrTooLong {
 			return
 		}
-		l.Append(prefix + "[line over 64 KiB cut]")
+		l.Append("[line over 64 KiB cut]")
 		sc = bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 64<<10), 64<<10)
 	}

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/logx"
@@ -176,6 +177,9 @@ func (m *Manager) Listen() error {
 	}
 	c, err := net.ListenUDP("udp", ua)
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("announce listener %s: %w: another router on this host probably holds the UDP port; set MENTAT_ANNOUNCE_PORT to a free port (and the daemons' MENTAT_ANNOUNCE_PORT to match), or to 0 to find daemons through MENTAT_DAEMONS only", m.cfg.AnnounceAddr, err)
+		}
 		return fmt.Errorf("announce listener %s: %w (set MENTAT_ANNOUNCE_PORT=0 to turn it off)", m.cfg.AnnounceAddr, err)
 	}
 	m.udp = c

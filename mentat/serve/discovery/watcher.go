@@ -3,11 +3,13 @@ package discovery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -76,12 +78,12 @@ func (w *watcher) readStatus(ctx context.Context) {
 		return // our own cancellation is not the daemon's failure
 	}
 	if err != nil {
-		w.report(w.addr, nil, errors.New("GET /status: "+err.Error()))
+		w.report(w.addr, nil, statusError(err))
 		return
 	}
 	snap, err := wire.DecodeSnapshot(res.Body)
 	if err != nil {
-		w.report(w.addr, nil, errors.New("GET /status: "+err.Error()))
+		w.report(w.addr, nil, fmt.Errorf("GET /status: %v: %s", err, notADaemon))
 		return
 	}
 	w.report(w.addr, snap, nil)
@@ -146,4 +148,22 @@ func recoverLog(log *slog.Logger, event string, args ...any) {
 	if p := recover(); p != nil {
 		log.Error(event, append(args, "panic", p, "stack", string(debug.Stack()))...)
 	}
+}
+
+const notADaemon = "the server there is not a mentatd daemon; is MENTAT_DAEMONS pointing at the daemon's HTTP port (MENTAT_HTTP_PORT, 6380 by default)?"
+
+// statusError words a failed /status read for /status.json and the log:
+// what failed, then what to check, since a first router usually meets
+// this before anything else (no daemon started yet, or the wrong port).
+func statusError(err error) error {
+	var se *StatusError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("GET /status: %v: no mentatd daemon listens there; start one (mentatd daemon) or set MENTAT_DAEMONS to the daemons' HTTP addresses", err)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return fmt.Errorf("GET /status: %v: the daemon's host does not answer; check the address in MENTAT_DAEMONS and that the router can reach its HTTP port", err)
+	case errors.As(err, &se):
+		return fmt.Errorf("GET /status: %v: %s", err, notADaemon)
+	}
+	return errors.New("GET /status: " + err.Error())
 }

@@ -9,6 +9,9 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
+
+	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 )
 
 // OpenAI error types used in bodies.
@@ -73,20 +76,74 @@ func WriteError(w http.ResponseWriter, e *Error) {
 	_, _ = w.Write(b)
 }
 
+// BodyType is the body's type field: Type, else invalid_request_error
+// below 500 and server_error from 500.
+func (e *Error) BodyType() string {
+	switch {
+	case e.Type != "":
+		return e.Type
+	case e.Status < 500:
+		return typeInvalid
+	}
+	return typeServer
+}
+
 // body is e's JSON body, newline-terminated.
 func (e *Error) body() []byte {
-	f := errorFields{Message: e.Message, Type: e.Type, Code: e.Code}
-	if f.Type == "" {
-		f.Type = typeServer
-		if e.Status < 500 {
-			f.Type = typeInvalid
-		}
-	}
+	f := errorFields{Message: e.Message, Type: e.BodyType(), Code: e.Code}
 	if e.Param != "" {
 		f.Param = &e.Param
 	}
 	b, _ := json.Marshal(errorBody{Error: f})
 	return append(b, '\n')
+}
+
+// Refusal is the answer for a model that does not route in snap: 503
+// with the group's why_not and what to do about it when a group serves
+// the name but is not admitted, else 404 listing the models that do
+// route. A 404 also names the groups that are not admitted and whose
+// models are not known yet (an engine still loading has listed none),
+// and, when nothing is known because no daemon answers, says so.
+func Refusal(snap *routes.Snapshot, model string) *Error {
+	if _, g := snap.Lookup(model); g != nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: "model_unavailable", Param: "model",
+			Message: fmt.Sprintf("model %q is served by group %q, which is not routable now: %s (%s; see /status.json)", model, g.Name, g.WhyNot, nextStep(g.WhyNot))}
+	}
+	avail := "none"
+	if a := snap.Available(); len(a) > 0 {
+		avail = strings.Join(a, ", ")
+	} else if note := snap.DiscoveryNote(); note != "" {
+		avail += "; " + note
+	}
+	msg := fmt.Sprintf("model %q is not served by this cluster; available models: %s", model, avail)
+	var pending []string
+	for _, name := range snap.GroupNames() {
+		if g := snap.Groups[name]; !g.Healthy && len(g.Models) == 0 {
+			pending = append(pending, fmt.Sprintf("%q (%s)", name, g.WhyNot))
+		}
+	}
+	if len(pending) > 0 {
+		msg += "; not routable yet, with models unknown until their engine answers /models: group " + strings.Join(pending, ", group ") +
+			"; an engine still loading looks like this: retry once GET /v1/models lists the model"
+	}
+	return &Error{Status: http.StatusNotFound, Code: "model_not_found", Param: "model", Message: msg}
+}
+
+// nextStep is what to do about a group's why_not.
+func nextStep(whyNot string) string {
+	switch {
+	case strings.HasPrefix(whyNot, routes.WhyProbeFailed), whyNot == routes.WhyUnprobed:
+		return "an engine still loading answers like this until it serves /models; retry then"
+	case whyNot == routes.WhyStale:
+		return "the engine has stopped answering probes within PROBE_TIMEOUT_S"
+	case whyNot == routes.WhyNoActors:
+		return "the daemon reports no running actor for the group; start or restart its model container"
+	case strings.HasPrefix(whyNot, routes.WhyNotAllowed):
+		return "add a prefix matching one of the node's addresses to the router's ALLOWED_SOURCES"
+	case whyNot == routes.WhyNoEndpoint:
+		return "set MENTAT_OPENAI_API for the agent on the rank that serves the API"
+	}
+	return "the group's entry in /status.json says more"
 }
 
 // classifyUpstream turns a failed round trip into the client's answer.

@@ -205,23 +205,15 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 }
 
 // route looks the model up in the current snapshot and sets x's model
-// and route, or returns the refusal: 503 with the group's why_not when a
-// group serves the name but is not admitted, else 404 listing what is.
+// and route, or returns the refusal (see Refusal).
 func (p *Proxy) route(x *exchange, model string) error {
 	snap := p.src.Load()
 	rt, g := snap.Lookup(model)
 	if rt == nil {
 		if g != nil {
 			x.model = model
-			return &Error{Status: http.StatusServiceUnavailable, Code: "model_unavailable", Param: "model",
-				Message: fmt.Sprintf("model %q is served by group %q, which is not routable now: %s (see /status.json)", model, g.Name, g.WhyNot)}
 		}
-		avail := "none"
-		if a := snap.Available(); len(a) > 0 {
-			avail = strings.Join(a, ", ")
-		}
-		return &Error{Status: http.StatusNotFound, Code: "model_not_found", Param: "model",
-			Message: fmt.Sprintf("model %q is not served by this cluster; available models: %s", model, avail)}
+		return Refusal(snap, model)
 	}
 	x.model, x.route = model, rt
 	return nil

@@ -127,14 +127,16 @@ func Empty() *Snapshot { return New(time.Time{}, nil, nil, nil) }
 
 // Lookup resolves a model name. It returns the route when the model is
 // routable. Otherwise, when some group is known to serve the name, it
-// returns that group (the first by name) so the caller can answer 503 with
-// its WhyNot; else both are nil (404).
+// returns that group (the first by name that is not admitted) so the
+// caller can answer 503 with its WhyNot; else both are nil (404).
 func (s *Snapshot) Lookup(model string) (*Route, *Group) {
 	if r, ok := s.Models[model]; ok {
 		return r, s.Groups[r.Group]
 	}
 	for _, name := range s.serves[model] {
-		if g := s.Groups[name]; g != nil {
+		// A healthy group that does not route the name does not serve
+		// it: its engine lists what it serves, and that is not among them.
+		if g := s.Groups[name]; g != nil && !g.Healthy {
 			return nil, g
 		}
 	}
@@ -144,6 +146,52 @@ func (s *Snapshot) Lookup(model string) (*Route, *Group) {
 // Available lists the routable model names, sorted. The slice is shared:
 // do not modify it.
 func (s *Snapshot) Available() []string { return s.available }
+
+// why_not texts (mentat-wire.md), in gate order. The builder writes them;
+// the proxy's refusals read them to say what to do next.
+const (
+	WhyNoEndpoint = "no announced OpenAI endpoint"
+	// WhyNotAllowed starts "announced <X>, and no address of that node
+	// passes ALLOWED_SOURCES".
+	WhyNotAllowed = "announced "
+	WhyNoActors   = "no running actors"
+	WhyUnprobed   = "not probed yet"
+	// WhyProbeFailed starts the list of every candidate tried with its
+	// error.
+	WhyProbeFailed = "endpoint probe failed: "
+	WhyStale       = "endpoint probe stale"
+)
+
+// DiscoveryNote says why the snapshot knows no group, and what to do
+// about it, when that is because no watched daemon is connected: "" when
+// some group is known or some daemon connected. The router's empty
+// answers (404 with no models, /stats.json and the status page) carry it,
+// so a router started before, or without, its daemons says so.
+func (s *Snapshot) DiscoveryNote() string {
+	if len(s.Groups) > 0 {
+		return ""
+	}
+	if len(s.Daemons) == 0 {
+		return "the router watches no mentatd daemon: set MENTAT_DAEMONS to the daemons' HTTP addresses, or have them announce to MENTAT_ANNOUNCE_PORT"
+	}
+	addrs := make([]string, 0, len(s.Daemons))
+	for a, d := range s.Daemons {
+		if d.Connected {
+			return ""
+		}
+		addrs = append(addrs, a)
+	}
+	sort.Strings(addrs)
+	notes := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		e := s.Daemons[a].Error
+		if e == "" {
+			e = "not read yet"
+		}
+		notes = append(notes, a+": "+e)
+	}
+	return "no mentatd daemon is reachable (" + strings.Join(notes, "; ") + ")"
+}
 
 // GroupNames lists every known group, sorted.
 func (s *Snapshot) GroupNames() []string {

@@ -30,6 +30,9 @@ func TestLookup(t *testing.T) {
 	if got, g := s.Lookup("g3"); got != nil || g == nil || g.WhyNot != "not probed yet" {
 		t.Fatalf("g3 (group's own name): %v %v", got, g)
 	}
+	if got, g := s.Lookup("g1"); got != nil || g != nil {
+		t.Fatalf("g1 (a healthy group's own name, which its engine does not list): %v %v", got, g)
+	}
 	if got, g := s.Lookup("nope"); got != nil || g != nil {
 		t.Fatalf("unknown: %v %v", got, g)
 	}
@@ -62,5 +65,27 @@ func TestHolder(t *testing.T) {
 	h.Store(s)
 	if h.Load() != s {
 		t.Fatal("store/load")
+	}
+}
+
+func TestDiscoveryNote(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		groups  map[string]*Group
+		daemons map[string]*Daemon
+		want    string
+	}{
+		{"no daemon watched", nil, nil,
+			"the router watches no mentatd daemon: set MENTAT_DAEMONS to the daemons' HTTP addresses, or have them announce to MENTAT_ANNOUNCE_PORT"},
+		{"none reachable", nil, map[string]*Daemon{
+			"10.0.0.2:6380": {Error: "GET /status: connection refused"},
+			"10.0.0.1:6380": {},
+		}, "no mentatd daemon is reachable (10.0.0.1:6380: not read yet; 10.0.0.2:6380: GET /status: connection refused)"},
+		{"one connected", nil, map[string]*Daemon{"a": {Error: "x"}, "b": {Connected: true}}, ""},
+		{"groups known", map[string]*Group{"g": {Name: "g"}}, map[string]*Daemon{"a": {Error: "x"}}, ""},
+	} {
+		if got := New(time.Now(), nil, c.groups, c.daemons).DiscoveryNote(); got != c.want {
+			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
+		}
 	}
 }

@@ -59,11 +59,13 @@ func New(src routes.Source, inflight Inflight, client *http.Client, logger *slog
 	}
 }
 
-// Document is the /stats.json body.
+// Document is the /stats.json body. Discovery, set while no watched
+// daemon is connected, says so and what to do (the page shows it).
 type Document struct {
-	UptimeS  int64        `json:"uptime_s"`
-	Models   []Row        `json:"models"`
-	Requests []RequestRow `json:"requests"`
+	UptimeS   int64        `json:"uptime_s"`
+	Discovery string       `json:"discovery,omitempty"`
+	Models    []Row        `json:"models"`
+	Requests  []RequestRow `json:"requests"`
 }
 
 // Row is one model (or one failing group). Engine numbers are null when the
@@ -124,7 +126,7 @@ func (s *Stats) Handler() http.Handler {
 func (s *Stats) Document(ctx context.Context) Document {
 	snap := s.src.Load()
 	now := s.now()
-	doc := Document{UptimeS: int64(now.Sub(s.started).Seconds()), Models: []Row{}, Requests: []RequestRow{}}
+	doc := Document{UptimeS: int64(now.Sub(s.started).Seconds()), Discovery: snap.DiscoveryNote(), Models: []Row{}, Requests: []RequestRow{}}
 
 	// One scrape per engine, whatever number of models it serves.
 	type result struct {

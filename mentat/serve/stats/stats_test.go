@@ -404,3 +404,20 @@ func TestRequestRows(t *testing.T) {
 	<-done2
 	waitFor("b to leave", func(d Document) bool { return len(d.Requests) == 0 })
 }
+
+// A router that knows nothing because no daemon answers says so in the
+// document the status page reads; once a group is known it says nothing.
+func TestDocumentDiscoveryNote(t *testing.T) {
+	var h routes.Holder
+	h.Store(routes.New(time.Now(), nil, nil, map[string]*routes.Daemon{"127.0.0.1:6380": {Error: "GET /status: connection refused"}}))
+	srv := httptest.NewServer(New(&h, nil, nil, nil).Handler())
+	defer srv.Close()
+	if doc := getDoc(t, srv.URL); doc.Discovery != "no mentatd daemon is reachable (127.0.0.1:6380: GET /status: connection refused)" {
+		t.Fatalf("discovery = %q", doc.Discovery)
+	}
+	h.Store(routes.New(time.Now(), nil, map[string]*routes.Group{"g": {Name: "g", WhyNot: "not probed yet"}},
+		map[string]*routes.Daemon{"127.0.0.1:6380": {Connected: true}}))
+	if doc := getDoc(t, srv.URL); doc.Discovery != "" {
+		t.Fatalf("discovery = %q with a group known", doc.Discovery)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/mentat/serve/proxy"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 )
 
@@ -59,7 +60,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !errors.As(err, &ae) {
 			ae = &apiError{status: http.StatusInternalServerError, message: err.Error(), typ: "server_error", code: "internal_error"}
 		}
-		writeJSON(w, ae.status, map[string]any{"error": map[string]any{"message": ae.message, "type": ae.typ, "code": ae.code}})
+		writeJSON(w, ae.status, map[string]any{"error": map[string]any{"message": ae.message, "type": ae.typ, "param": nil, "code": ae.code}})
 		return
 	}
 	// A struct keeps OpenAI's field order: object first.
@@ -104,16 +105,12 @@ func (h *handler) count(w http.ResponseWriter, r *http.Request) (int, error) {
 		return 0, invalid("unsupported_parameter", "the router keeps no stored responses or conversations; send the whole input instead of previous_response_id or conversation")
 	}
 
-	rt, g := h.src.Load().Lookup(req.Model)
-	switch {
-	case rt == nil && g == nil:
-		return 0, &apiError{status: http.StatusNotFound, message: fmt.Sprintf("model %q is not served by any group; GET /v1/models lists what routes", req.Model), typ: "invalid_request_error", code: "model_not_found"}
-	case rt == nil:
-		why := g.WhyNot
-		if why == "" {
-			why = "not admitted"
-		}
-		return 0, &apiError{status: http.StatusServiceUnavailable, message: fmt.Sprintf("model %q: group %s is not routable: %s", req.Model, g.Name, why), typ: "service_unavailable", code: "model_not_available"}
+	snap := h.src.Load()
+	rt, _ := snap.Lookup(req.Model)
+	if rt == nil {
+		// The same refusal a POST to the model would get.
+		e := proxy.Refusal(snap, req.Model)
+		return 0, &apiError{status: e.Status, message: e.Message, typ: e.BodyType(), code: e.Code}
 	}
 	if rt.Provider != "vllm" {
 		provider := "no provider"

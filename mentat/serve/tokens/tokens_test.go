@@ -216,8 +216,9 @@ func (a answer) errorMessage(t *testing.T, status int, code string) string {
 		t.Fatalf("answer %d %v, want %d with an error", a.status, a.body, status)
 	}
 	msg, _ := e["message"].(string)
-	if msg == "" || e["type"] == nil || e["code"] != code {
-		t.Fatalf("error %v: want message, type and code %q", e, code)
+	param, hasParam := e["param"]
+	if msg == "" || e["type"] == nil || e["code"] != code || !hasParam || param != nil || len(e) != 4 {
+		t.Fatalf("error %v: want OpenAI's shape: message, type, param null and code %q", e, code)
 	}
 	return msg
 }
@@ -322,7 +323,7 @@ func TestRefusals(t *testing.T) {
 		{"other provider", `{"model":"sg","input":"hi"}`, 400, "unsupported_provider", []string{"sglang-group", `"sglang"`, "MENTAT_MODEL_PROVIDER=vllm"}},
 		{"no provider", `{"model":"silent","input":"hi"}`, 400, "unsupported_provider", []string{"quiet-group", "no provider"}},
 		{"unknown model", `{"model":"nope","input":"hi"}`, 404, "model_not_found", []string{"nope"}},
-		{"group not admitted", `{"model":"downmodel","input":"hi"}`, 503, "model_not_available", []string{"down", "no running actors"}},
+		{"group not admitted", `{"model":"downmodel","input":"hi"}`, 503, "model_unavailable", []string{`group "down", which is not routable now: no running actors`}},
 		{"bad json", `{"model":"m","input":`, 400, "invalid_json", []string{"JSON"}},
 		{"no model", `{"input":"hi"}`, 400, "missing_model", []string{"model"}},
 		{"input not a list", `{"model":"m","input":42}`, 400, "invalid_input", []string{"input"}},

@@ -101,7 +101,7 @@ func chromiumPath(t *testing.T) string {
 
 // router stands in for mentatd-serve's HTTP surface that the page touches:
 // / and /stats.json over one routable model and one failing group.
-func router(t *testing.T, inflight stats.Inflight) *httptest.Server {
+func router(t *testing.T, inflight stats.Inflight) (*httptest.Server, *routes.Holder) {
 	t.Helper()
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/metrics" {
@@ -116,20 +116,20 @@ func router(t *testing.T, inflight stats.Inflight) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h routes.Holder
+	h := &routes.Holder{}
 	h.Store(routes.New(time.Now(),
 		map[string]*routes.Route{"glm53": rt},
 		map[string]*routes.Group{
 			"glm53": {Name: "glm53", Healthy: true, Provider: "vllm", OpenAI: engine.URL + "/v1", Models: []string{"glm53"}},
 			"qwen":  {Name: "qwen", Healthy: false, Provider: "vllm", WhyNot: whyNot, Models: []string{"qwen3"}},
 		}, nil))
-	st := stats.New(&h, inflight, nil, nil)
+	st := stats.New(h, inflight, nil, nil)
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", ui.Handler(func() any { return map[string]any{"uptime_s": 1} }))
 	mux.Handle("GET /stats.json", st.Handler())
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, h
 }
 
 func TestStatusPageInBrowser(t *testing.T) {
@@ -140,7 +140,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 			FirstByte: now.Add(-11 * time.Second), OutBytes: 20480},
 		{ID: 42, Model: "glm53", Group: "glm53", Started: now.Add(-3 * time.Second), BodyBytes: 1234567},
 	}}
-	srv := router(t, inflight)
+	srv, holder := router(t, inflight)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -301,6 +301,12 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Errorf("the page is %v px wide on a 390 px phone screen", width)
 	}
 	screenshot("status-phone.png")
+
+	// Every daemon lost and nothing known: the page says why, in place of
+	// the empty table.
+	holder.Store(routes.New(time.Now(), nil, nil, map[string]*routes.Daemon{"127.0.0.1:6380": {Error: "GET /status: connection refused"}}))
+	poll("the discovery note", `!document.getElementById("discovery").hidden && document.getElementById("none").hidden &&
+		document.getElementById("discovery").textContent === "Nothing to route: no mentatd daemon is reachable (127.0.0.1:6380: GET /status: connection refused)."`)
 
 	consoleMu.Lock()
 	defer consoleMu.Unlock()

@@ -7,21 +7,15 @@ package ort
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 
 	onnx "github.com/yalue/onnxruntime_go"
 
-	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/mortred/deps"
 )
 
-// EnvLib is the environment variable that names libonnxruntime.so.1 when the
-// server config does not.
-const EnvLib = "MORTRED_ORT_LIB"
-
 // SetupHint tells an operator how to get the library and the models.
-const SetupHint = "run `make setup-models` (it fetches them into .deps/) or set " + EnvLib + " to the path of libonnxruntime.so.1"
+const SetupHint = "run `make setup` in the checkout (it installs them into .deps/), or set " + deps.EnvLib + " to the path of libonnxruntime.so.1"
 
 // ErrMissing marks a library or model file that does not exist; the message
 // says how to get it.
@@ -33,25 +27,27 @@ var (
 	initLib  string
 )
 
-// ResolveLib returns lib, or MORTRED_ORT_LIB when lib is empty, as an
-// absolute path of an existing file.
+// ResolveLib returns the absolute path of libonnxruntime.so.1: lib (a
+// server's ort_lib_path) or MORTRED_ORT_LIB when given, else what `make
+// setup` installed, found by the search order of package deps.
 func ResolveLib(lib string) (string, error) {
-	if lib == "" {
-		lib = envconf.OS().String(EnvLib, "")
-	}
-	if lib == "" {
-		return "", fmt.Errorf("%w: no ONNX Runtime library configured: %s", ErrMissing, SetupHint)
-	}
-	abs, err := filepath.Abs(lib)
-	if err != nil {
-		return "", fmt.Errorf("ONNX Runtime library path %q: %v", lib, err)
-	}
-	st, err := os.Stat(abs)
-	if err != nil || st.IsDir() {
-		return "", fmt.Errorf("%w: ONNX Runtime library %s not found: %s", ErrMissing, abs, SetupHint)
-	}
-	return abs, nil
+	abs, err := deps.Default().Lib(lib)
+	return abs, Missing(err)
 }
+
+// Missing marks a deps.NotFoundError as ErrMissing for errors.Is, keeping
+// its message; any other error is returned as is.
+func Missing(err error) error {
+	if nf, ok := err.(*deps.NotFoundError); ok {
+		return missing{nf}
+	}
+	return err
+}
+
+type missing struct{ *deps.NotFoundError }
+
+func (missing) Is(target error) bool { return target == ErrMissing }
+func (m missing) Unwrap() error      { return m.NotFoundError }
 
 // Init loads the ONNX Runtime shared library and creates the process-wide
 // environment. The binding can initialise only once per process, so the first

@@ -55,7 +55,7 @@ func NewSession(cfg Config) (*Session, error) {
 		return nil, errors.New("ONNX Runtime is not initialised; call ort.Init with the library path first")
 	}
 	if st, err := os.Stat(cfg.ModelPath); err != nil || st.IsDir() {
-		return nil, fmt.Errorf("%w: model file %s not found: run `make setup-models`, or fix the model path in the model TOML", ErrMissing, cfg.ModelPath)
+		return nil, fmt.Errorf("%w: model file %s not found: run `make setup` in the checkout, or fix the model path in the model TOML", ErrMissing, cfg.ModelPath)
 	}
 	if len(cfg.Inputs) == 0 || len(cfg.Outputs) == 0 {
 		return nil, fmt.Errorf("model %s: input and output names are required", cfg.ModelPath)

@@ -56,14 +56,14 @@ func TestInitTwiceAndOtherPath(t *testing.T) {
 
 func TestMissingFilesSayHowToGetThem(t *testing.T) {
 	err := Init(filepath.Join(t.TempDir(), "nope.so"))
-	if !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "make setup-models") {
+	if !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "make setup") {
 		t.Fatalf("missing library: %v", err)
 	}
 	if err := Init(orttest.Lib(t)); err != nil {
 		t.Fatal(err)
 	}
 	_, err = NewSession(Config{ModelPath: filepath.Join(t.TempDir(), "x.onnx"), Inputs: []string{"x"}, Outputs: []string{"y"}})
-	if !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "make setup-models") {
+	if !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "make setup") {
 		t.Fatalf("missing model: %v", err)
 	}
 	dir := orttest.ModelDir(t)

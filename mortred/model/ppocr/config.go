@@ -10,22 +10,20 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/mortred/deps"
 	"github.com/fe64bb06/frontdoor/mortred/model/imageio"
 	"github.com/fe64bb06/frontdoor/mortred/model/ort"
 )
-
-// EnvModelDir relocates the model store: when set, it replaces the model_dir
-// of every model TOML (make sets it to .deps/models).
-const EnvModelDir = "MORTRED_MODEL_DIR"
 
 // base holds the keys every model TOML has.
 //
 // Path rule (the same comment heads each conf/models file): model_file and
 // the label/dictionary files are used as is when absolute; else they are
-// relative to the model store, which is MORTRED_MODEL_DIR when set, else
-// model_dir (itself relative to the TOML file's directory). With no model_dir
-// key the paths are relative to the TOML file's directory and
+// relative to the model store. With a model_dir key the store is found by
+// package deps: MORTRED_MODEL_DIR when set, else model_dir (relative to the
+// TOML file's directory) when it holds model_file, else .deps/models beside
+// the working directory, else beside the binary's directory. With no
+// model_dir key the paths are relative to the TOML file's directory and
 // MORTRED_MODEL_DIR does not apply.
 type base struct {
 	Type    string `toml:"type"`
@@ -151,13 +149,19 @@ func load(path string, cfg interface{ common() *base }) error {
 	b.dir = dir
 	b.store = b.dir
 	if b.ModelDir != "" {
-		b.store = envconf.OS().String(EnvModelDir, "")
-		if b.store == "" {
-			b.store = b.ModelDir
-			if !filepath.IsAbs(b.store) {
-				b.store = filepath.Join(b.dir, b.store)
-			}
+		dir := b.ModelDir
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(b.dir, dir)
 		}
+		probe := b.ModelFile
+		if filepath.IsAbs(probe) {
+			probe = ""
+		}
+		store, err := deps.Default().ModelStore(probe, dir, "model_dir in "+path)
+		if err != nil {
+			return fmt.Errorf("model config %s: %w", path, ort.Missing(err))
+		}
+		b.store = store
 	}
 	b.defaults()
 	return nil
@@ -194,7 +198,7 @@ func readLines(path string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s not found: run `make setup-models`, or fix the path in the model TOML", ort.ErrMissing, path)
+			return nil, fmt.Errorf("%w: %s not found: run `make setup` in the checkout, or fix the path in the model TOML", ort.ErrMissing, path)
 		}
 		return nil, err
 	}

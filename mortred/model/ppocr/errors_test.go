@@ -11,8 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fe64bb06/frontdoor/mortred/deps"
 	"github.com/fe64bb06/frontdoor/mortred/envelope"
 	"github.com/fe64bb06/frontdoor/mortred/model"
+	"github.com/fe64bb06/frontdoor/mortred/model/ort"
 	"github.com/fe64bb06/frontdoor/mortred/model/ort/orttest"
 	"github.com/fe64bb06/frontdoor/mortred/model/ppocr/textimg"
 )
@@ -154,14 +156,14 @@ dict_file = "ppocr/ppocr_keys_v1.txt"
 	rec := writeTOML(t, dir, "rec.toml", recBody)
 
 	t.Run("missing model file says how to get it", func(t *testing.T) {
-		t.Setenv(EnvModelDir, "")
+		t.Setenv(deps.EnvModelDir, "")
 		_, err := newRecognition(rec, opts)
-		if err == nil || !strings.Contains(err.Error(), "make setup-models") || !strings.Contains(err.Error(), "no-such-store") {
+		if err == nil || !errors.Is(err, ort.ErrMissing) || !strings.Contains(err.Error(), "make setup") || !strings.Contains(err.Error(), "no-such-store") {
 			t.Fatalf("error: %v", err)
 		}
 	})
 	t.Run("MORTRED_MODEL_DIR replaces model_dir", func(t *testing.T) {
-		t.Setenv(EnvModelDir, store)
+		t.Setenv(deps.EnvModelDir, store)
 		m, err := newRecognition(rec, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -170,19 +172,19 @@ dict_file = "ppocr/ppocr_keys_v1.txt"
 	})
 	t.Run("missing library says how to get it", func(t *testing.T) {
 		_, err := newRecognition(rec, model.Options{ORTLib: filepath.Join(dir, "libonnxruntime.so.1")})
-		if err == nil || !strings.Contains(err.Error(), "make setup-models") || !strings.Contains(err.Error(), "MORTRED_ORT_LIB") {
+		if err == nil || !strings.Contains(err.Error(), "make setup") || !strings.Contains(err.Error(), "MORTRED_ORT_LIB") {
 			t.Fatalf("error: %v", err)
 		}
 	})
 	t.Run("missing dictionary", func(t *testing.T) {
-		t.Setenv(EnvModelDir, store)
+		t.Setenv(deps.EnvModelDir, store)
 		p := writeTOML(t, dir, "rec-nodict.toml", strings.Replace(recBody, "ppocr_keys_v1.txt", "nope.txt", 1))
-		if _, err := newRecognition(p, opts); err == nil || !strings.Contains(err.Error(), "make setup-models") {
+		if _, err := newRecognition(p, opts); err == nil || !strings.Contains(err.Error(), "make setup") {
 			t.Fatalf("error: %v", err)
 		}
 	})
 	t.Run("dictionary without the space does not fit the model", func(t *testing.T) {
-		t.Setenv(EnvModelDir, store)
+		t.Setenv(deps.EnvModelDir, store)
 		p := writeTOML(t, dir, "rec-nospace.toml", recBody+"use_space_char = false\n")
 		if _, err := newRecognition(p, opts); err == nil || !strings.Contains(err.Error(), "does not match") {
 			t.Fatalf("error: %v", err)
@@ -195,7 +197,7 @@ dict_file = "ppocr/ppocr_keys_v1.txt"
 		}
 	})
 	t.Run("wrong output name lists the graph's", func(t *testing.T) {
-		t.Setenv(EnvModelDir, store)
+		t.Setenv(deps.EnvModelDir, store)
 		p := writeTOML(t, dir, "rec-out.toml", strings.Replace(recBody, "softmax_11.tmp_0", "probs", 1))
 		if _, err := newRecognition(p, opts); err == nil || !strings.Contains(err.Error(), "softmax_11.tmp_0") {
 			t.Fatalf("error: %v", err)

@@ -237,7 +237,7 @@ func testCtl(t *testing.T, sup *stack.Supervisor) {
 		path := filepath.Join(t.TempDir(), "mortred.env")
 		r := ok(t, "init-trust", "--out", path)
 		st, err := os.Stat(path)
-		if err != nil || st.Mode().Perm() != 0o600 || !strings.Contains(r.stdout, "set -a; . ./"+path+"; set +a") {
+		if err != nil || st.Mode().Perm() != 0o600 || !strings.Contains(r.stdout, "set -a; . "+path+"; set +a") {
 			t.Fatalf("%v %v %s", st, err, r)
 		}
 		data, _ := os.ReadFile(path)

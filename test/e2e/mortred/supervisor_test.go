@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -303,18 +304,28 @@ func testFailedAfterLimit(t *testing.T, sup *stack.Supervisor) {
 	if err != nil || rep.Code != 200 {
 		t.Fatalf("start: %v %v", rep, err)
 	}
-	// Backoff 0.5+1+2+4+8 s between six quick exits.
-	seenBackoff := false
+	// Backoff 0.5+1+2+4+8 s between six quick exits. While it waits, the
+	// note quotes the child's own last error line (mortred-server's
+	// "mortred-server: <error>", its program name cut).
+	reason := regexp.MustCompile(`^exited \(exit status 1\): loading model \S+/BROKEN\.toml \(type testmodel\) instance 0: testmodel: \S+/BROKEN\.toml: unknown keys \[no_such_key\]; restarting in \d`)
+	var backoffNote string
 	st := sup.WaitFor(t, "BROKEN", 90*time.Second, "failed", func(s stack.Status) bool {
-		seenBackoff = seenBackoff || s.State == "backoff"
+		if s.State == "backoff" && backoffNote == "" {
+			backoffNote = s.Error
+		}
 		return s.State == "failed"
 	})
-	if !seenBackoff {
-		t.Error("never saw state backoff")
+	if !reason.MatchString(backoffNote) {
+		t.Errorf("backoff note %q does not match %s", backoffNote, reason)
 	}
 	if st.RestartCount != 5 || st.PID != 0 || st.Ready || st.LastExitStatus != "exit status 1" ||
-		!strings.Contains(st.Error, "exited 6 times in a row") || !strings.Contains(st.Error, "fix the cause, then start it again") {
+		!strings.Contains(st.Error, "exited 6 times in a row (last: exit status 1): loading model ") ||
+		!strings.Contains(st.Error, "unknown keys [no_such_key]; giving up — fix the cause, then start it again") {
 		t.Fatalf("failed status: %+v", st)
+	}
+	// mortredctl status shows the same note (the UI shows the same field).
+	if r := ctl(t, sup, nil, "status"); r.code != 0 || !strings.Contains(r.stdout, "unknown keys [no_such_key]; giving up") {
+		t.Errorf("mortredctl status lacks the reason: %s", r)
 	}
 	// The child's own reason is in its log.
 	rep, _ = sup.API("GET", "/api/v1/servers/BROKEN/logs?limit=1000")

@@ -1,5 +1,6 @@
 // Package orttest finds the ONNX Runtime library and the PP-OCR models for
-// tests and benchmarks: the environment first (MORTRED_ORT_LIB,
+// tests and benchmarks by package deps's search with the repository root as
+// the working directory: the environment first (MORTRED_ORT_LIB,
 // MORTRED_MODEL_DIR, as `make` sets them), else the repository's .deps/.
 // A missing file fails the test with how to get it; it never skips.
 package orttest
@@ -10,10 +11,8 @@ import (
 	"testing"
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/mortred/deps"
 )
-
-// EnvModelDir is the model store directory (make sets it to .deps/models).
-const EnvModelDir = "MORTRED_MODEL_DIR"
 
 // RepoRoot walks up from the working directory to the directory holding
 // go.mod; "" if there is none.
@@ -34,34 +33,24 @@ func RepoRoot() string {
 	}
 }
 
+// finder searches as the binaries do (package deps), with the repository
+// root as the working directory: a test runs in its package's directory.
+func finder() deps.Finder {
+	return deps.Finder{Env: envconf.OS(), WorkDir: RepoRoot()}
+}
+
 // LibPath returns the library path, or "" when none is found.
 func LibPath() string {
-	if p := envconf.OS().String("MORTRED_ORT_LIB", ""); p != "" {
-		return p
-	}
-	if root := RepoRoot(); root != "" {
-		return filepath.Join(root, ".deps", "onnxruntime", "libonnxruntime.so.1")
-	}
-	return ""
+	p, _ := finder().Lib("")
+	return p
 }
 
-// ModelDirPath returns the model store directory (holding ppocr/), or "".
-func ModelDirPath() string {
-	if p := envconf.OS().String(EnvModelDir, ""); p != "" {
-		return p
-	}
-	if root := RepoRoot(); root != "" {
-		return filepath.Join(root, ".deps", "models")
-	}
-	return ""
-}
-
-// Lib returns the library path or fails t.
+// Lib returns the library path or fails t with what was tried.
 func Lib(t testing.TB) string {
 	t.Helper()
-	p := LibPath()
-	if !exists(p) {
-		t.Fatalf("ONNX Runtime library not found (%q): run make setup-models, or set MORTRED_ORT_LIB", p)
+	p, err := finder().Lib("")
+	if err != nil {
+		t.Fatal(err)
 	}
 	return p
 }
@@ -70,10 +59,13 @@ func Lib(t testing.TB) string {
 // files are not all there.
 func ModelDir(t testing.TB) string {
 	t.Helper()
-	d := ModelDirPath()
+	d, err := finder().ModelStore(filepath.Join("ppocr", PPOCRFiles[0]), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range PPOCRFiles {
 		if !exists(filepath.Join(d, "ppocr", f)) {
-			t.Fatalf("PP-OCR model file %s not found in %q: run make setup-models, or set %s", f, filepath.Join(d, "ppocr"), EnvModelDir)
+			t.Fatalf("PP-OCR model file %s not found in %q: run `make setup`, or set %s", f, filepath.Join(d, "ppocr"), deps.EnvModelDir)
 		}
 	}
 	return d

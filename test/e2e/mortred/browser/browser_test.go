@@ -121,7 +121,9 @@ func toastIs(msg string) string {
 }
 
 func TestWebUI(t *testing.T) {
-	conf := stack.WriteConf(t, []stack.Model{{ID: "TM"}, {ID: "OTHER"}}, nil)
+	conf := stack.WriteConf(t, []stack.Model{{ID: "TM"}, {ID: "OTHER"},
+		// Refused by the testmodel factory: it exits at once, every time.
+		{ID: "BROKEN", ModelKeys: map[string]any{"no_such_key": true}, Policy: map[string]any{"autostart": false}}}, nil)
 	sup := stack.StartSupervisor(t, conf, stack.NewTokens())
 	sup.WaitReady(t, "TM", 60*time.Second)
 	sup.WaitReady(t, "OTHER", 60*time.Second)
@@ -188,6 +190,16 @@ func TestWebUI(t *testing.T) {
 		until(t, ctx, "restart toast", toastIs("restart TM: ok"))
 		sup.WaitReady(t, "TM", 60*time.Second)
 		until(t, ctx, "TM running after the restart", stateOf("TM")+` === "running"`)
+	})
+
+	t.Run("a crashing child's reason", func(t *testing.T) {
+		if r, err := sup.API("POST", "/api/v1/servers/BROKEN/start"); err != nil || r.Code != 200 {
+			t.Fatalf("start BROKEN: %v %v", r, err)
+		}
+		until(t, ctx, "BROKEN's note quotes its last error line", `(() => {
+			const e = document.querySelector('#servers tr[data-id="BROKEN"] .err');
+			return !!e && /^exited( \(exit status 1\)| 6 times in a row \(last: exit status 1\)): loading model .*unknown keys \[no_such_key\]; (restarting in|giving up)/.test(e.textContent);
+		})()`)
 	})
 
 	t.Run("logs", func(t *testing.T) {
