@@ -29,7 +29,9 @@ type App struct {
 	Proxy  *proxy.Proxy
 	MCP    *mcp.Endpoint
 	Stats  *stats.Stats
-	log    *slog.Logger
+	// History samples every model for the status page's charts.
+	History *stats.History
+	log     *slog.Logger
 }
 
 // New builds the router from cfg. Nothing listens until Run (or
@@ -62,11 +64,13 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	srv.SetFast(px.Fast("/mcp", "/v1/responses/input_tokens"))
 	srv.Handle("/mcp", ep)
 	srv.Handle("GET /stats.json", st.Handler())
+	history := st.NewHistory(reg, 0, 0)
+	srv.Handle("GET /stats/series.json", history.Handler())
 	// The router owns this route: vLLM has none, and the engine's
 	// /v1/responses/{id} pattern would answer 405.
 	srv.Handle("POST /v1/responses/input_tokens", tokens.New(routes, cfg.MCPTimeout, &http.Client{Transport: proxy.NewTransport()}))
 	srv.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, log: log}, nil
+	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, History: history, log: log}, nil
 }
 
 // Run serves until ctx ends, then stops the background work and returns.
@@ -78,9 +82,15 @@ func (a *App) Run(ctx context.Context) error {
 		defer close(mcpDone)
 		a.MCP.Run(ctx)
 	}()
+	historyDone := make(chan struct{})
+	go func() {
+		defer close(historyDone)
+		a.History.Run(ctx)
+	}()
 	err := a.Server.Run(ctx)
 	cancel()
 	<-mcpDone
+	<-historyDone
 	a.MCP.Close()
 	a.Proxy.Close()
 	return err
