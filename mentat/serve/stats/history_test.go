@@ -86,9 +86,9 @@ func TestHistorySamplesRatesMeansAndGaps(t *testing.T) {
 	sample(1)
 	inflight.remove(id)
 	eng.set(func(c *counting) { c.down = true })
-	sample(2) // the engine's scrape fails: its series have a gap
+	sample(2)                                                                                             // the engine's scrape fails: its series have a gap
 	eng.set(func(c *counting) { c.down, c.prompt, c.gen, c.ttftSum, c.ttftCount = false, 10, 2, 0.5, 1 }) // restarted
-	sample(3) // no base after the gap: rates are gaps, gauges are back
+	sample(3)                                                                                             // no base after the gap: rates are gaps, gauges are back
 	eng.set(func(c *counting) { c.prompt, c.gen, c.ttftSum, c.ttftCount = 30, 6, 0.5, 1 })
 	sample(4) // counted from the restart; no request finished: TTFT is a gap
 	sample(5) // the window holds 5: sample 0 leaves

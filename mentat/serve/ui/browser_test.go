@@ -124,7 +124,12 @@ func router(t *testing.T, inflight stats.Inflight) *httptest.Server {
 			"qwen":  {Name: "qwen", Healthy: false, Provider: "vllm", WhyNot: whyNot, Models: []string{"qwen3"}},
 		}, nil))
 	st := stats.New(&h, inflight, nil, nil)
+	hist := st.NewHistory(nil, 0, 0)
+	for i := range 3 {
+		hist.Sample(context.Background(), time.Now().Add(time.Duration(i-3)*2*time.Second))
+	}
 	mux := http.NewServeMux()
+	mux.Handle("GET /stats/series.json", hist.Handler())
 	mux.Handle("GET /{$}", ui.Handler(func() any { return map[string]any{"uptime_s": 1} }))
 	mux.Handle("GET /stats.json", st.Handler())
 	srv := httptest.NewServer(mux)
