@@ -13,7 +13,12 @@ const Charts = (() => {
     get last() { return this.t.length ? this.t[this.t.length - 1] : 0; }
     // entries: [key, values] pairs, values aligned with t.
     merge(t, entries) {
-      if (!Array.isArray(t) || t.length === 0) return;
+      if (!Array.isArray(t)) return;
+      // Two answers to the same since (polls that overlapped) must not
+      // add a sample twice: only times after the last one are taken.
+      const from = t.findIndex((x) => x > this.last);
+      if (from < 0) return;
+      if (from > 0) { t = t.slice(from); entries = Array.from(entries, ([k, v]) => [k, v.slice(from)]); }
       const old = this.t.length;
       this.t = this.t.concat(t);
       const seen = new Set();

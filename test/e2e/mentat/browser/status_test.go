@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -120,58 +119,6 @@ func traffic(t *testing.T, url, model string, clients int) (stop func()) {
 	return func() { cancel(); wg.Wait() }
 }
 
-// chartPath is what the page says it drew for one line of a chart.
-type chartPath struct {
-	Field string  `json:"field"`
-	N     int     `json:"n"`
-	Cmds  int     `json:"cmds"`
-	T0    int64   `json:"t0"`
-	T1    int64   `json:"t1"`
-	LastT int64   `json:"lastT"`
-	Last  float64 `json:"last"`
-	Has   bool    `json:"has"`
-}
-
-// pathsJS reads every line under sel: its series field, its number of
-// points (data-n and the M/L commands of its path data), the chart's time
-// range and its last point.
-func pathsJS(sel string) string {
-	return `Array.from(document.querySelectorAll(` + strconv.Quote(sel+" path.ln") + `)).map((p) => {
-		const svg = p.closest("svg");
-		return {field: p.dataset.field, n: +p.dataset.n, cmds: (p.getAttribute("d").match(/[ML]/g) || []).length,
-			t0: +svg.dataset.t0, t1: +svg.dataset.t1, lastT: +(p.dataset.t1 || 0), last: +(p.dataset.last || 0), has: "last" in p.dataset};
-	})`
-}
-
-// checkAgainst asserts that each drawn line has exactly the points the
-// JSON route has for its series in the chart's time range, and the same
-// last value.
-func checkAgainst(t *testing.T, what string, paths []chartPath, times []int64, ser map[string]series.Values) {
-	t.Helper()
-	if len(paths) == 0 {
-		t.Fatalf("%s: no lines drawn", what)
-	}
-	for _, p := range paths {
-		vals, ok := ser[p.Field]
-		if !ok {
-			t.Errorf("%s: the page draws %q, the route has no such series", what, p.Field)
-			continue
-		}
-		n, lastT, last := 0, int64(0), math.NaN()
-		for i, ts := range times {
-			if ts >= p.T0 && ts <= p.T1 && !math.IsNaN(vals[i]) {
-				n, lastT, last = n+1, ts, vals[i]
-			}
-		}
-		if p.N != n || p.Cmds != n {
-			t.Errorf("%s %s: drew %d points (%d path commands), the route has %d in [%d, %d]", what, p.Field, p.N, p.Cmds, n, p.T0, p.T1)
-		}
-		if n > 0 && (!p.Has || p.LastT != lastT || p.Last != last) {
-			t.Errorf("%s %s: last point drawn %v at %d, the route has %v at %d", what, p.Field, p.Last, p.LastT, last, lastT)
-		}
-	}
-}
-
 func seriesDoc(t *testing.T, url string) stats.SeriesDocument {
 	t.Helper()
 	var doc stats.SeriesDocument
@@ -218,24 +165,19 @@ func TestStatusPageChartsUnderTraffic(t *testing.T) {
 	// the charts and the route) by reading both inside one poll interval:
 	// the route keeps 15 minutes, so the points the page drew are all
 	// still there when the test reads it.
-	var sparkPaths, detailPaths []chartPath
-	b.Eval(pathsJS(spark), &sparkPaths)
-	b.Eval(pathsJS(detail), &detailPaths)
+	sparkLines, detailLines := b.Lines(spark), b.Lines(detail)
 	doc := seriesDoc(t, url)
 	alpha := modelSeries(t, doc, "alpha-7b")
-	checkAgainst(t, "sparkline", sparkPaths, doc.T, alpha)
-	checkAgainst(t, "detail", detailPaths, doc.T, alpha)
-	var fields []string
-	for _, p := range detailPaths {
-		fields = append(fields, p.Field)
-	}
+	testbrowser.CheckLines(t, "sparkline", sparkLines, doc.T, alpha)
+	testbrowser.CheckLines(t, "detail", detailLines, doc.T, alpha)
+	fields := testbrowser.Fields(detailLines)
 	for _, want := range []string{"proxied", "running", "waiting", "kv", "prompt_tps", "generation_tps", "ttft_s", "itl_s", "requests_ps", "errors_4xx_ps", "errors_5xx_ps"} {
 		if !slices.Contains(fields, want) {
 			t.Errorf("the expanded model has no %s chart line (drew %v)", want, fields)
 		}
 	}
 	// The numbers are real: tokens flowed and the refused requests count.
-	if maxOf(alpha["generation_tps"]) <= 0 || maxOf(alpha["errors_4xx_ps"]) <= 0 || maxOf(alpha["ttft_s"]) <= 0 {
+	if testbrowser.Max(alpha["generation_tps"]) <= 0 || testbrowser.Max(alpha["errors_4xx_ps"]) <= 0 || testbrowser.Max(alpha["ttft_s"]) <= 0 {
 		t.Errorf("alpha's series show no traffic: generation %v, 4xx %v, ttft %v", alpha["generation_tps"], alpha["errors_4xx_ps"], alpha["ttft_s"])
 	}
 	b.Screenshot("status-charts-wide.png")
@@ -260,14 +202,4 @@ func TestStatusPageChartsUnderTraffic(t *testing.T) {
 	if p := b.Problems(); len(p) > 0 {
 		t.Errorf("the page logged errors:\n%s", strings.Join(p, "\n"))
 	}
-}
-
-func maxOf(v series.Values) float64 {
-	m := math.Inf(-1)
-	for _, x := range v {
-		if !math.IsNaN(x) && x > m {
-			m = x
-		}
-	}
-	return m
 }
