@@ -108,7 +108,7 @@ func root(px http.Handler, page http.Handler) http.Handler {
 			page.ServeHTTP(w, r)
 		case r.Method == http.MethodGet || r.Method == http.MethodHead:
 			proxy.WriteError(w, &proxy.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
-				Message: "no route for GET " + r.URL.Path + "; try GET /v1/models, /status.json, /stats.json or POST with a model"})
+				Message: "no route for GET " + r.URL.Path + "; try GET /v1/models, /status.json, /stats.json, /stats/series.json or POST with a model"})
 		default:
 			w.Header().Set("Allow", "GET, POST")
 			proxy.WriteError(w, &proxy.Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
