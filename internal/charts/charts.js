@@ -6,29 +6,31 @@ const Charts = (() => {
   const isNum = (v) => typeof v === "number" && isFinite(v);
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => "&#" + c.charCodeAt(0) + ";");
 
-  // Store merges the incremental documents of a series route: times t
-  // (unix ms) and, per key, the values at those times. It keeps spanMs.
+  // Store holds what a page has read from a series route: the sample times
+  // t (unix ms, ascending) and, per key, the values at those times, for the
+  // last spanMs. Answers are merged by time, so answers that overlap (a
+  // poll and a first read of a newly visible row) neither repeat a sample
+  // nor blank each other's values.
   class Store {
     constructor(spanMs) { this.span = spanMs; this.t = []; this.series = new Map(); }
     get last() { return this.t.length ? this.t[this.t.length - 1] : 0; }
-    // entries: [key, values] pairs, values aligned with t.
+    // merge takes times t and [key, values] entries aligned with t.
     merge(t, entries) {
-      if (!Array.isArray(t)) return;
-      // Two answers to the same since (polls that overlapped) must not
-      // add a sample twice: only times after the last one are taken.
-      const from = t.findIndex((x) => x > this.last);
-      if (from < 0) return;
-      if (from > 0) { t = t.slice(from); entries = Array.from(entries, ([k, v]) => [k, v.slice(from)]); }
-      const old = this.t.length;
-      this.t = this.t.concat(t);
-      const seen = new Set();
-      for (const [key, vals] of entries) {
-        seen.add(key);
-        let cur = this.series.get(key);
-        if (!cur) { cur = new Array(old).fill(null); this.series.set(key, cur); }
-        for (let i = 0; i < t.length; i++) cur.push(i < vals.length && isNum(vals[i]) ? vals[i] : null);
+      if (!Array.isArray(t) || t.length === 0) return;
+      const grow = t.filter((x) => x > this.last);
+      if (grow.length) {
+        this.t = this.t.concat(grow);
+        for (const cur of this.series.values()) for (let i = 0; i < grow.length; i++) cur.push(null);
       }
-      for (const [key, cur] of this.series) if (!seen.has(key)) for (let i = 0; i < t.length; i++) cur.push(null);
+      const at = new Map(this.t.map((x, i) => [x, i]));
+      for (const [key, vals] of entries) {
+        let cur = this.series.get(key);
+        if (!cur) { cur = new Array(this.t.length).fill(null); this.series.set(key, cur); }
+        for (let i = 0; i < t.length; i++) {
+          const j = at.get(t[i]);
+          if (j !== undefined && isNum(vals[i])) cur[j] = vals[i];
+        }
+      }
       const cut = this.t.findIndex((x) => x > this.last - this.span);
       if (cut > 0) {
         this.t = this.t.slice(cut);
@@ -140,6 +142,44 @@ const Charts = (() => {
       esc(title) + '">' + grid + body + '</svg><div class="legend">' + legend + "</div>";
   }
 
+  // Feed keeps a Store filled for the ids (models, servers) whose charts
+  // are on screen, so a page of hundreds of rows reads the series of the
+  // few it shows: need(id) when a chart of id is drawn; poll() every
+  // interval reads what is new for the ids seen so far. load(ids, since)
+  // returns a promise of [t, entries]; changed() is called after a first
+  // read, to redraw.
+  class Feed {
+    constructor(store, load, changed) {
+      this.store = store; this.load = load; this.changed = changed;
+      this.ids = new Set(); this.pending = new Set(); this.timer = null;
+    }
+    need(id) {
+      if (this.ids.has(id) || this.pending.has(id)) return;
+      this.pending.add(id);
+      if (!this.timer) this.timer = setTimeout(() => this.first(), 0);
+    }
+    async first() {
+      this.timer = null;
+      const ids = Array.from(this.pending);
+      this.pending.clear();
+      try {
+        const [t, entries] = await this.load(ids, 0);
+        this.store.merge(t, entries);
+        for (const id of ids) this.ids.add(id);
+        this.changed();
+      } catch (e) {
+        // Asked again when the chart is drawn next.
+      }
+    }
+    // poll reads the samples after the last one held; it throws when the
+    // route does not answer, for the page to say so.
+    async poll() {
+      if (this.ids.size === 0) return;
+      const [t, entries] = await this.load(Array.from(this.ids), this.store.last);
+      this.store.merge(t, entries);
+    }
+  }
+
   // Visible draws only the charts on screen: observe(el, key) each time a
   // page renders an element; a key seen on screen before is drawn at once
   // (no flicker on re-render), others when they scroll into view.
@@ -147,18 +187,25 @@ const Charts = (() => {
     constructor(draw) {
       this.draw = draw;
       this.keys = new Set();
+      this.shown = new Set(); // elements on screen
       this.io = new IntersectionObserver((entries) => {
         for (const e of entries) {
           const key = e.target.dataset.chart;
           if (e.isIntersecting) {
             if (!e.target.firstChild) this.draw(e.target);
             this.keys.add(key);
-          } else this.keys.delete(key);
+            this.shown.add(e.target);
+          } else {
+            this.keys.delete(key);
+            this.shown.delete(e.target);
+          }
         }
       }, {rootMargin: "100px"});
     }
     // reset forgets the elements of the last render (not the keys).
-    reset() { this.io.disconnect(); }
+    reset() { this.io.disconnect(); this.shown.clear(); }
+    // redraw draws again every chart on screen.
+    redraw() { for (const el of this.shown) if (el.isConnected) this.draw(el); }
     observe(el, key) {
       el.dataset.chart = key;
       if (this.keys.has(key)) this.draw(el);
@@ -166,5 +213,5 @@ const Charts = (() => {
     }
   }
 
-  return {Store, spark, chart, Visible, isNum};
+  return {Store, Feed, spark, chart, Visible, isNum};
 })();

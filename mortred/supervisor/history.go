@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net"
 	"net/http"
@@ -253,8 +254,15 @@ type ChildSeries struct {
 	Series map[string]series.Values `json:"series"`
 }
 
-func (h *history) document(sinceMS int64) SeriesDocument {
-	snap := h.win.Since(sinceMS, nil)
+// document is the samples after sinceMS (0: all) of the children keep
+// accepts (nil: all); the gateway and every server are listed, those left
+// out with no series.
+func (h *history) document(sinceMS int64, keep func(id string) bool) SeriesDocument {
+	var keepKey func(historyKey) bool
+	if keep != nil {
+		keepKey = func(k historyKey) bool { return keep(k.ID) }
+	}
+	snap := h.win.Since(sinceMS, keepKey)
 	doc := SeriesDocument{IntervalS: h.interval.Seconds(), WindowS: h.interval.Seconds() * float64(h.win.Cap()), T: snap.Times,
 		Gateway: ChildSeries{ID: GatewayID, Series: map[string]series.Values{}}, Servers: []ChildSeries{}}
 	byID := map[string]map[string]series.Values{GatewayID: doc.Gateway.Series}
@@ -272,8 +280,21 @@ func (h *history) document(sinceMS int64) SeriesDocument {
 }
 
 func (m *Manager) series(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var keep func(string) bool
+	if ids := q["id"]; len(ids) > 0 {
+		want := map[string]bool{}
+		for _, id := range ids {
+			if m.byID[id] == nil {
+				writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no server %q; GET /api/v1/catalog lists them", id)})
+				return
+			}
+			want[id] = true
+		}
+		keep = func(id string) bool { return want[id] }
+	}
 	var since int64
-	if s := r.URL.Query().Get("since"); s != "" {
+	if s := q.Get("since"); s != "" {
 		v, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || v < 0 {
 			writeJSON(w, http.StatusBadRequest, apiError{Error: "since must be a time in Unix milliseconds, as in the t array of an earlier answer"})
@@ -281,5 +302,5 @@ func (m *Manager) series(w http.ResponseWriter, r *http.Request) {
 		}
 		since = v
 	}
-	writeJSON(w, http.StatusOK, m.hist.document(since))
+	writeJSON(w, http.StatusOK, m.hist.document(since, keep))
 }

@@ -109,6 +109,13 @@ func (h *History) Sample(ctx context.Context, now time.Time) {
 		}
 	}
 	h.totals.End()
+	// The histogram increases served the aggregates; the window keeps
+	// only what the route publishes.
+	for k := range values {
+		if isInternal(k.Field) {
+			delete(values, k)
+		}
+	}
 	h.win.Add(now, values)
 }
 
@@ -295,8 +302,8 @@ type GroupSeries struct {
 	Series map[string]series.Values `json:"series"`
 }
 
-// isInternal names the histogram increases kept only to weight the
-// model's aggregate latencies.
+// isInternal names the histogram increases a sample keeps only to weight
+// the model's aggregate latencies; they are not stored.
 func isInternal(field string) bool {
 	n := len(field)
 	return (n > 5 && field[n-5:] == "_dsum") || (n > 7 && field[n-7:] == "_dcount")
@@ -305,9 +312,7 @@ func isInternal(field string) bool {
 // Document returns the samples taken after sinceMS (unix ms; 0: all), for
 // the models keep accepts (nil: all), models sorted by name.
 func (h *History) Document(sinceMS int64, keep func(model string) bool) SeriesDocument {
-	snap := h.win.Since(sinceMS, func(k seriesKey) bool {
-		return !isInternal(k.Field) && (keep == nil || keep(k.Model))
-	})
+	snap := h.win.Since(sinceMS, func(k seriesKey) bool { return keep == nil || keep(k.Model) })
 	doc := SeriesDocument{IntervalS: h.interval.Seconds(), WindowS: h.interval.Seconds() * float64(h.win.Cap()),
 		T: snap.Times, Models: []ModelSeries{}}
 	byModel := map[string]*ModelSeries{}

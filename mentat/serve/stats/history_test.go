@@ -123,9 +123,9 @@ func TestHistorySamplesRatesMeansAndGaps(t *testing.T) {
 	if _, ok := g[FieldRequestsPS]; ok {
 		t.Errorf("the router's answers are per model, yet group g1 has them")
 	}
-	for f := range m {
-		if isInternal(f) {
-			t.Errorf("internal series %s published", f)
+	for _, k := range hist.win.Keys() {
+		if isInternal(k.Field) {
+			t.Errorf("internal series %v stored", k)
 		}
 	}
 
@@ -154,4 +154,41 @@ func TestHistorySamplesRatesMeansAndGaps(t *testing.T) {
 	if rec.Code != http.StatusMethodNotAllowed {
 		t.Errorf("POST: %d", rec.Code)
 	}
+}
+
+// BenchmarkSeriesDocument300Models is the page's first load with 300
+// models and a full window: it reports the body size and the window's
+// memory (values only).
+func BenchmarkSeriesDocument300Models(b *testing.B) {
+	st := New(&routes.Holder{}, nil, nil, nil)
+	hist := st.NewHistory(nil, 0, 0)
+	fields := []string{FieldProxied, FieldRunning, FieldWaiting, FieldKV, FieldPromptTPS, FieldGenTPS, FieldTTFT, FieldITL}
+	t0 := time.Now()
+	for i := range hist.win.Cap() {
+		values := map[seriesKey]float64{}
+		for m := range 300 {
+			model := fmt.Sprintf("model-%03d", m)
+			for j, f := range fields {
+				v := float64(i*7+m*3+j) * 1.37
+				values[seriesKey{Model: model, Field: f}] = v
+				values[seriesKey{Model: model, Group: "g-" + model, Field: f}] = v
+			}
+			for _, f := range []string{FieldRequestsPS, Field4xxPS, Field5xxPS} {
+				values[seriesKey{Model: model, Field: f}] = float64(i % 5)
+			}
+		}
+		hist.win.Add(t0.Add(time.Duration(i)*2*time.Second), values)
+	}
+	series := len(hist.win.Keys())
+	b.ReportMetric(float64(series*hist.win.Cap()*8)/(1<<20), "window-MiB")
+	b.ResetTimer()
+	var n int
+	for b.Loop() {
+		body, err := json.Marshal(hist.Document(0, nil))
+		if err != nil {
+			b.Fatal(err)
+		}
+		n = len(body)
+	}
+	b.ReportMetric(float64(n)/(1<<20), "body-MiB")
 }

@@ -157,9 +157,18 @@ func TestWebUIChartsUnderTraffic(t *testing.T) {
 	}
 	b.ScreenshotViewport("supervisor-charts-phone.png")
 
-	// A bad since is refused.
+	// The route's filters: since, id; bad ones are refused.
+	rep, err = sup.API("GET", fmt.Sprintf("/api/v1/series?id=TM&since=%d", doc.T[len(doc.T)-2]))
+	var some supervisor.SeriesDocument
+	if err != nil || rep.Code != 200 || json.Unmarshal(rep.Body, &some) != nil || len(some.T) < 1 || some.T[0] != doc.T[len(doc.T)-1] ||
+		len(seriesOf(some, "TM")) == 0 || len(seriesOf(some, "OTHER")) != 0 || len(some.Gateway.Series) != 0 {
+		t.Errorf("id=TM&since: %v %v", rep, err)
+	}
 	if rep, err := sup.API("GET", "/api/v1/series?since=soon"); err != nil || rep.Code != 400 || !strings.Contains(string(rep.Body), "since") {
 		t.Errorf("since=soon: %v %v", rep, err)
+	}
+	if rep, err := sup.API("GET", "/api/v1/series?id=NOPE"); err != nil || rep.Code != 404 || !strings.Contains(string(rep.Body), "NOPE") {
+		t.Errorf("id=NOPE: %v %v", rep, err)
 	}
 	if p := b.Problems(); len(p) > 0 {
 		t.Errorf("the page logged errors:\n%s", strings.Join(p, "\n"))
