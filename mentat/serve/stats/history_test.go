@@ -156,10 +156,10 @@ func TestHistorySamplesRatesMeansAndGaps(t *testing.T) {
 	}
 }
 
-// BenchmarkSeriesDocument300Models is the page's first load with 300
-// models and a full window: it reports the body size and the window's
-// memory (values only).
-func BenchmarkSeriesDocument300Models(b *testing.B) {
+// BenchmarkSeriesDocument is a page's first read with 300 models and a
+// full window: everything (all), and the 20 models a screen shows (screen,
+// as the page asks). It reports the body size and the window's values.
+func BenchmarkSeriesDocument(b *testing.B) {
 	st := New(&routes.Holder{}, nil, nil, nil)
 	hist := st.NewHistory(nil, 0, 0)
 	fields := []string{FieldProxied, FieldRunning, FieldWaiting, FieldKV, FieldPromptTPS, FieldGenTPS, FieldTTFT, FieldITL}
@@ -179,16 +179,22 @@ func BenchmarkSeriesDocument300Models(b *testing.B) {
 		}
 		hist.win.Add(t0.Add(time.Duration(i)*2*time.Second), values)
 	}
-	series := len(hist.win.Keys())
-	b.ReportMetric(float64(series*hist.win.Cap()*8)/(1<<20), "window-MiB")
-	b.ResetTimer()
-	var n int
-	for b.Loop() {
-		body, err := json.Marshal(hist.Document(0, nil))
-		if err != nil {
-			b.Fatal(err)
-		}
-		n = len(body)
+	windowMiB := float64(len(hist.win.Keys())*hist.win.Cap()*8) / (1 << 20)
+	for _, c := range []struct {
+		name string
+		keep func(string) bool
+	}{{"all", nil}, {"screen", func(m string) bool { return m < "model-020" }}} {
+		b.Run(c.name, func(b *testing.B) {
+			var n int
+			for b.Loop() {
+				body, err := json.Marshal(hist.Document(0, c.keep))
+				if err != nil {
+					b.Fatal(err)
+				}
+				n = len(body)
+			}
+			b.ReportMetric(float64(n)/(1<<20), "body-MiB")
+			b.ReportMetric(windowMiB, "window-MiB")
+		})
 	}
-	b.ReportMetric(float64(n)/(1<<20), "body-MiB")
 }
