@@ -128,15 +128,22 @@ func seriesDoc(t *testing.T, url string) stats.SeriesDocument {
 	return doc
 }
 
-func modelSeries(t *testing.T, doc stats.SeriesDocument, model string) map[string]series.Values {
+// modelSeries returns a model's series and those of one group serving it.
+func modelSeries(t *testing.T, doc stats.SeriesDocument, model, group string) (m, g map[string]series.Values) {
 	t.Helper()
-	for _, m := range doc.Models {
-		if m.Model == model {
-			return m.Series
+	for _, ms := range doc.Models {
+		if ms.Model != model {
+			continue
 		}
+		for _, gs := range ms.Groups {
+			if gs.Group == group {
+				return ms.Series, gs.Series
+			}
+		}
+		t.Fatalf("/stats/series.json has no group %s for %s: %+v", group, model, ms.Groups)
 	}
 	t.Fatalf("/stats/series.json has no model %s", model)
-	return nil
+	return nil, nil
 }
 
 func TestStatusPageChartsUnderTraffic(t *testing.T) {
@@ -167,8 +174,9 @@ func TestStatusPageChartsUnderTraffic(t *testing.T) {
 	// still there when the test reads it.
 	sparkLines, detailLines := b.Lines(spark), b.Lines(detail)
 	doc := seriesDoc(t, url)
-	alpha := modelSeries(t, doc, "alpha-7b")
-	testbrowser.CheckLines(t, "sparkline", sparkLines, doc.T, alpha)
+	alpha, alphaG1 := modelSeries(t, doc, "alpha-7b", "g1")
+	// The row's sparkline is its group's; the expanded charts the model's.
+	testbrowser.CheckLines(t, "sparkline", sparkLines, doc.T, alphaG1)
 	testbrowser.CheckLines(t, "detail", detailLines, doc.T, alpha)
 	fields := testbrowser.Fields(detailLines)
 	for _, want := range []string{"proxied", "running", "waiting", "kv", "prompt_tps", "generation_tps", "ttft_s", "itl_s", "requests_ps", "errors_4xx_ps", "errors_5xx_ps"} {
