@@ -115,8 +115,13 @@ const Charts = (() => {
     if (opts.title) el.querySelector("svg").insertAdjacentHTML("afterbegin", "<title>" + esc(opts.title) + "</title>");
   }
 
+  // The sample a pointer rests on, by chart key and time, so that the
+  // readout stays on the same sample when the chart is drawn again.
+  let hover = null;
+
   // chart draws a larger chart with a y scale, a time axis and a legend of
   // the latest values; fmt formats a value for the scale and the legend.
+  // Pointing at the chart shows the values of the nearest sample instead.
   function chart(el, store, title, lines, opts) {
     opts = opts || {};
     const fmt = opts.fmt || ((v) => String(v));
@@ -135,11 +140,41 @@ const Charts = (() => {
     lines.forEach((l, i) => {
       const c = l.color !== undefined ? l.color : i;
       body += pathTag(l, i, path(t, l.values || [], t0, t1, top, w, h, pad), t);
-      const last = lastOf(t, l.values || []);
-      legend += '<span class="lg"><i class="sw s' + c + '"></i>' + esc(l.name) + " <b>" + esc(last ? fmt(last.v) : "\u2014") + "</b></span>";
+      legend += '<span class="lg"><i class="sw s' + c + '"></i>' + esc(l.name) + " <b></b></span>";
     });
-    el.innerHTML = '<div class="ct">' + esc(title) + '</div><svg class="chart" viewBox="0 0 ' + w + " " + h + '" role="img"' + rangeAttrs(t0, t1) + ' aria-label="' +
-      esc(title) + '">' + grid + body + '</svg><div class="legend">' + legend + "</div>";
+    el.innerHTML = '<div class="ct">' + esc(title) + '<span class="at"></span></div><svg class="chart" viewBox="0 0 ' + w + " " + h +
+      '" role="img"' + rangeAttrs(t0, t1) + ' aria-label="' + esc(title) + '">' + grid + body +
+      '<line class="cursor" y1="' + pad.t + '" y2="' + (h - pad.b) + '" visibility="hidden"/></svg><div class="legend">' + legend + "</div>";
+    const svg = el.querySelector("svg"), cursor = svg.querySelector(".cursor"), at = el.querySelector(".at");
+    const vals = el.querySelectorAll(".legend b");
+    const sx = (w - pad.l - pad.r) / Math.max(1, t1 - t0);
+    // show fills the legend with the values at sample i (-1: the latest).
+    const show = (i) => {
+      lines.forEach((l, k) => {
+        const v = l.values || [];
+        const p = i < 0 ? lastOf(t, v) : (isNum(v[i]) ? {v: v[i]} : null);
+        vals[k].textContent = p ? fmt(p.v) : "\u2014";
+      });
+      if (i < 0) { cursor.setAttribute("visibility", "hidden"); at.textContent = ""; return; }
+      const x = (pad.l + (t[i] - t0) * sx).toFixed(1);
+      cursor.setAttribute("x1", x); cursor.setAttribute("x2", x); cursor.setAttribute("visibility", "visible");
+      at.textContent = " \u00b7 " + ago(t1 - t[i]).replace("\u2212", "") + " ago";
+    };
+    const nearest = (ms) => {
+      let best = -1, d = Infinity;
+      for (let i = 0; i < t.length; i++) if (t[i] >= t0 && Math.abs(t[i] - ms) < d) { d = Math.abs(t[i] - ms); best = i; }
+      return best;
+    };
+    const key = el.dataset.chart || title;
+    svg.addEventListener("pointermove", (ev) => {
+      const r = svg.getBoundingClientRect();
+      const ms = t0 + ((ev.clientX - r.left) / r.width * w - pad.l) / sx;
+      const i = nearest(ms);
+      hover = i < 0 ? null : {key, ms: t[i]};
+      show(i);
+    });
+    svg.addEventListener("pointerleave", () => { hover = null; show(-1); });
+    show(hover && hover.key === key ? t.indexOf(hover.ms) : -1);
   }
 
   // Feed keeps a Store filled for the ids (models, servers) whose charts

@@ -188,6 +188,21 @@ func TestStatusPageChartsUnderTraffic(t *testing.T) {
 	if testbrowser.Max(alpha["generation_tps"]) <= 0 || testbrowser.Max(alpha["errors_4xx_ps"]) <= 0 || testbrowser.Max(alpha["ttft_s"]) <= 0 {
 		t.Errorf("alpha's series show no traffic: generation %v, 4xx %v, ttft %v", alpha["generation_tps"], alpha["errors_4xx_ps"], alpha["ttft_s"])
 	}
+	// Pointing at a chart reads out the sample under the pointer; the
+	// readout survives the next poll's redraw.
+	hoverJS := `(() => {
+		const box = document.querySelectorAll('` + detail + ` .chartbox')[3], svg = box.querySelector("svg"), r = svg.getBoundingClientRect();
+		svg.dispatchEvent(new PointerEvent("pointermove", {clientX: r.left + r.width * 0.9, clientY: r.top + r.height / 2, bubbles: true}));
+		return true;
+	})()`
+	var hovered bool
+	b.Eval(hoverJS, &hovered)
+	b.Until("the hover readout", `(() => { const box = document.querySelectorAll('`+detail+` .chartbox')[3];
+		return box.querySelector(".at").textContent.endsWith(" ago") && box.querySelector(".cursor").getAttribute("visibility") === "visible"; })()`)
+	var before string
+	b.Eval(`document.querySelector('`+detail+` .chartbox:nth-child(4) .at').textContent`, &before)
+	b.Until("a redraw that keeps the readout", `(() => { const box = document.querySelectorAll('`+detail+` .chartbox')[3];
+		return box.querySelector(".at").textContent !== `+strconv.Quote(before)+` && box.querySelector(".at").textContent.endsWith(" ago"); })()`)
 	b.Screenshot("status-charts-wide.png")
 
 	// A phone: the cards stack; charts below the screen are not drawn
