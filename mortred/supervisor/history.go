@@ -88,6 +88,9 @@ func (h *history) sample(ctx context.Context, now time.Time) {
 			continue
 		}
 		url, tok := h.m.gatewayURL+"/metrics", h.metricsTok
+		if x.entry == nil && tok == "" {
+			continue // the gateway's /metrics needs its token; a wrong one counts as unauthorized
+		}
 		if x.entry != nil {
 			url = "http://" + net.JoinHostPort(readyHost(x.entry.Host), strconv.Itoa(x.entry.Port)) + "/metrics"
 			tok = h.m.modelTk

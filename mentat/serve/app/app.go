@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
 	"github.com/fe64bb06/frontdoor/mentat/serve"
@@ -54,8 +55,13 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	// Engine scrapes share one small client: the engines are few, the
-	// scrapes cached, and a wedged engine must not hold a page load.
-	scrapeClient := &http.Client{Timeout: cfg.ProbeTimeout, Transport: proxy.NewTransport()}
+	// scrapes cached, and a wedged engine must not hold a page load. The
+	// history scrapes every 2 s: its idle connections live a little longer
+	// than that, so each engine keeps one connection between samples
+	// (still under uvicorn's 5 s keep-alive).
+	scrapeTransport := proxy.NewTransport()
+	scrapeTransport.IdleConnTimeout = stats.DefaultSampleInterval + time.Second
+	scrapeClient := &http.Client{Timeout: cfg.ProbeTimeout, Transport: scrapeTransport}
 	st := stats.New(routes, inflight{px.Inflight()}, scrapeClient, log)
 
 	srv.Handle("/", root(px, ui.Handler(status)))
