@@ -71,7 +71,8 @@ func (s *Stats) NewHistory(gather prometheus.Gatherer, interval, span time.Durat
 func (h *History) Run(ctx context.Context) { series.Run(ctx, h.interval, h.Sample) }
 
 // Sample takes one sample now: one scrape of every engine (shared with
-// /stats.json's cache) and one read of the router's registry.
+// /stats.json's cache) and one read of the router's registry. Run calls
+// it; calls must not overlap (the counters' bases are not locked).
 func (h *History) Sample(ctx context.Context, now time.Time) {
 	sctx, cancel := context.WithTimeout(ctx, h.interval)
 	defer cancel()
@@ -99,7 +100,7 @@ func (h *History) Sample(ctx context.Context, now time.Time) {
 			}
 			agg.add(g.key, values)
 		}
-		agg.store(h, model, values)
+		agg.store(model, values)
 		classes := answers[model]
 		if classes == nil {
 			classes = map[string]float64{FieldRequestsPS: 0, Field4xxPS: 0, Field5xxPS: 0}
@@ -215,7 +216,7 @@ func (a *modelSum) add(g seriesKey, values map[seriesKey]float64) {
 	}
 }
 
-func (a *modelSum) store(h *History, model string, values map[seriesKey]float64) {
+func (a *modelSum) store(model string, values map[seriesKey]float64) {
 	k := seriesKey{Model: model}
 	for f, v := range a.sums {
 		if a.fresh[f] {

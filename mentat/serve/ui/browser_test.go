@@ -307,6 +307,22 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	screenshot("status-phone.png")
 
+	// The chart store (internal/charts, inlined): answers merge by time, so
+	// an overlapping answer neither repeats a sample nor blanks values; a
+	// null stays a gap; the span is trimmed and an all-gap series dropped.
+	var store string
+	eval(`(() => {
+		const s = new Charts.Store(3000);
+		s.merge([1000, 2000], [["a", [1, null]], ["gone", [9, null]]]);
+		s.merge([2000, 3000], [["a", [null, 3]], ["b", [7, 8]]]);   // overlaps 2000: a stays a gap there
+		s.merge([1000, 2000, 3000], [["b", [6, 7, 8]]]);            // a first read of b: nothing repeats
+		s.merge([4000, 5000], [["a", [4, null]]]);                    // 1000 and 2000 leave the span
+		return JSON.stringify({t: s.t, a: s.get("a"), b: s.get("b"), gone: s.get("gone"), range: s.range()});
+	})()`, &store)
+	if want := `{"t":[3000,4000,5000],"a":[3,4,null],"b":[8,null,null],"gone":null,"range":[2000,5000]}`; store != want {
+		t.Errorf("chart store:\n got %s\nwant %s", store, want)
+	}
+
 	consoleMu.Lock()
 	defer consoleMu.Unlock()
 	if len(problems) > 0 {
