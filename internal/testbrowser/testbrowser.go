@@ -22,10 +22,18 @@ import (
 type Browser struct {
 	Ctx context.Context
 	t   testing.TB
+	log *console
+}
 
+// console collects the page's errors and exceptions.
+type console struct {
 	mu       sync.Mutex
 	problems []string
 }
+
+// For returns the browser bound to t (a subtest), so that its failures end
+// the right test.
+func (b *Browser) For(t testing.TB) *Browser { c := *b; c.t = t; return &c }
 
 // Path finds Chromium: $CHROMIUM, or the Debian package's binary (make
 // setup installs it).
@@ -68,7 +76,7 @@ func New(t testing.TB, width, height int) *Browser {
 		chromedp.WindowSize(width, height),
 	)
 	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
-	b := &Browser{Ctx: ctx, t: t}
+	b := &Browser{Ctx: ctx, t: t, log: &console{}}
 	consoleDone := make(chan struct{})
 	messages := chromedp.Console(ctx)
 	go func() {
@@ -78,9 +86,9 @@ func New(t testing.TB, width, height int) *Browser {
 				return
 			}
 			if m.IsException() || m.Type == "error" {
-				b.mu.Lock()
-				b.problems = append(b.problems, m.String())
-				b.mu.Unlock()
+				b.log.mu.Lock()
+				b.log.problems = append(b.log.problems, m.String())
+				b.log.mu.Unlock()
 			}
 		}
 	}()
@@ -101,9 +109,9 @@ func New(t testing.TB, width, height int) *Browser {
 
 // Problems returns the console errors and exceptions so far.
 func (b *Browser) Problems() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]string(nil), b.problems...)
+	b.log.mu.Lock()
+	defer b.log.mu.Unlock()
+	return append([]string(nil), b.log.problems...)
 }
 
 // Do runs actions with a deadline, failing the test with what was done.
