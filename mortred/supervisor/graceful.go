@@ -3,11 +3,13 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -46,21 +48,7 @@ func (m *Manager) waitJobs(ctx context.Context, x *Managed) error {
 }
 
 func (m *Manager) activeJobs(ctx context.Context, client *http.Client, url string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+m.modelTk)
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(resp.Body)
+	mfs, err := scrapeMetrics(ctx, client, url, m.modelTk)
 	if err != nil {
 		return 0, err
 	}
@@ -73,4 +61,28 @@ func (m *Manager) activeJobs(ctx context.Context, client *http.Client, url strin
 		total += mt.GetGauge().GetValue()
 	}
 	return int(total), nil
+}
+
+// maxMetricsBytes bounds one child's /metrics answer: an exposition is a few
+// KiB, so this only stops a misbehaving child from filling memory.
+const maxMetricsBytes = 4 << 20
+
+// scrapeMetrics reads a child's Prometheus text exposition with its token.
+func scrapeMetrics(ctx context.Context, client *http.Client, url, token string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(io.LimitReader(resp.Body, maxMetricsBytes))
 }

@@ -70,6 +70,8 @@ type Manager struct {
 	order []string // gateway first, then catalog ids
 	byID  map[string]*Managed
 	wg    sync.WaitGroup
+	// hist samples the children for the UI's charts (/api/v1/series).
+	hist *history
 }
 
 // NewManager builds the children from the control plane and catalog. The
@@ -150,6 +152,7 @@ func NewManager(cp *config.ControlPlane, cat *config.Catalog, env envconf.Env, o
 			Enabled: pol.Enabled == nil || *pol.Enabled, Auto: auto,
 			Child: NewChild(spec, logFor(e.ID), log), entry: e})
 	}
+	m.hist = newHistory(m, env.String(EnvMetricsToken, ""))
 	return m, nil
 }
 
@@ -196,6 +199,8 @@ func (m *Manager) Run(ctx context.Context) {
 		m.wg.Add(1)
 		go func() { defer m.wg.Done(); c.Run(ctx) }()
 	}
+	m.wg.Add(1)
+	go func() { defer m.wg.Done(); m.hist.run(ctx) }()
 	m.autostart(ctx)
 	<-ctx.Done()
 	m.wg.Wait()

@@ -94,7 +94,9 @@ func (l *RingLog) Page(offset int64, limit int) (lines []string, first, total in
 	if limit >= 0 && start+limit < end {
 		end = start + limit
 	}
-	return append([]string(nil), l.lines[start:end]...), offset, l.total
+	// Never nil: the API answers lines:[] when nothing is new, and the UI
+	// appends what it gets (a null showed as a "null" line).
+	return append([]string{}, l.lines[start:end]...), offset, l.total
 }
 
 // Wait returns a channel closed when the next line arrives.

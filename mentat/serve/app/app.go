@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
 	"github.com/fe64bb06/frontdoor/mentat/serve"
@@ -29,7 +30,9 @@ type App struct {
 	Proxy  *proxy.Proxy
 	MCP    *mcp.Endpoint
 	Stats  *stats.Stats
-	log    *slog.Logger
+	// History samples every model for the status page's charts.
+	History *stats.History
+	log     *slog.Logger
 }
 
 // New builds the router from cfg. Nothing listens until Run (or
@@ -52,8 +55,13 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	// Engine scrapes share one small client: the engines are few, the
-	// scrapes cached, and a wedged engine must not hold a page load.
-	scrapeClient := &http.Client{Timeout: cfg.ProbeTimeout, Transport: proxy.NewTransport()}
+	// scrapes cached, and a wedged engine must not hold a page load. The
+	// history scrapes every 2 s: its idle connections live a little longer
+	// than that, so each engine keeps one connection between samples
+	// (still under uvicorn's 5 s keep-alive).
+	scrapeTransport := proxy.NewTransport()
+	scrapeTransport.IdleConnTimeout = stats.DefaultSampleInterval + time.Second
+	scrapeClient := &http.Client{Timeout: cfg.ProbeTimeout, Transport: scrapeTransport}
 	st := stats.New(routes, inflight{px.Inflight()}, scrapeClient, log)
 
 	srv.Handle("/", root(px, ui.Handler(status)))
@@ -62,11 +70,13 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	srv.SetFast(px.Fast("/mcp", "/v1/responses/input_tokens"))
 	srv.Handle("/mcp", ep)
 	srv.Handle("GET /stats.json", st.Handler())
+	history := st.NewHistory(reg, 0, 0)
+	srv.Handle("GET /stats/series.json", history.Handler())
 	// The router owns this route: vLLM has none, and the engine's
 	// /v1/responses/{id} pattern would answer 405.
 	srv.Handle("POST /v1/responses/input_tokens", tokens.New(routes, cfg.MCPTimeout, &http.Client{Transport: proxy.NewTransport()}))
 	srv.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, log: log}, nil
+	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, History: history, log: log}, nil
 }
 
 // Run serves until ctx ends, then stops the background work and returns.
@@ -78,9 +88,15 @@ func (a *App) Run(ctx context.Context) error {
 		defer close(mcpDone)
 		a.MCP.Run(ctx)
 	}()
+	historyDone := make(chan struct{})
+	go func() {
+		defer close(historyDone)
+		a.History.Run(ctx)
+	}()
 	err := a.Server.Run(ctx)
 	cancel()
 	<-mcpDone
+	<-historyDone
 	a.MCP.Close()
 	a.Proxy.Close()
 	return err
@@ -98,7 +114,7 @@ func root(px http.Handler, page http.Handler) http.Handler {
 			page.ServeHTTP(w, r)
 		case r.Method == http.MethodGet || r.Method == http.MethodHead:
 			proxy.WriteError(w, &proxy.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
-				Message: "no route for GET " + r.URL.Path + "; try GET /v1/models, /status.json, /stats.json or POST with a model"})
+				Message: "no route for GET " + r.URL.Path + "; try GET /v1/models, /status.json, /stats.json, /stats/series.json or POST with a model"})
 		default:
 			w.Header().Set("Allow", "GET, POST")
 			proxy.WriteError(w, &proxy.Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",

@@ -73,11 +73,12 @@ func TestRoutesAreMounted(t *testing.T) {
 		t.Fatalf("GET / for a script: %d %s", resp.StatusCode, body)
 	}
 	for path, want := range map[string]string{
-		"/stats.json":  `"models"`,
-		"/status.json": `"uptime_s"`,
-		"/v1/models":   `"data"`,
-		"/healthz":     "ok",
-		"/metrics":     "mentat_serve_probes_total",
+		"/stats.json":        `"models"`,
+		"/stats/series.json": `"interval_s":2,"window_s":900,"t":[`,
+		"/status.json":       `"uptime_s"`,
+		"/v1/models":         `"data"`,
+		"/healthz":           "ok",
+		"/metrics":           "mentat_serve_probes_total",
 	} {
 		if resp, body := get(t, "GET", base+path, "", ""); resp.StatusCode != 200 || !strings.Contains(body, want) {
 			t.Errorf("GET %s: %d %.200s", path, resp.StatusCode, body)

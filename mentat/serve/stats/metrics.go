@@ -84,7 +84,14 @@ type Numbers struct {
 	TTFT  *float64
 	Queue *float64
 	ITL   *float64
+	// The TTFT and ITL histograms' totals, from which the history takes
+	// the mean over each sampling interval; nil like the means.
+	TTFTTotals *HistTotals
+	ITLTotals  *HistTotals
 }
+
+// HistTotals is a histogram's _sum and _count over every matching series.
+type HistTotals struct{ Sum, Count float64 }
 
 // Extract computes model's numbers from one engine's exposition. Samples
 // labelled with another model_name are left out. When no sample names the
@@ -101,9 +108,11 @@ func (f Families) Extract(model string) Numbers {
 	n.GenerationTokens = f.sum(nameGeneration, match)
 	n.Preemptions = f.sum(namePreemptions, match)
 	n.Finished = f.byReason(nameSuccess, match)
-	n.TTFT = f.histMean(nameTTFT, match)
-	n.Queue = f.histMean(nameQueue, match)
-	n.ITL = f.histMean(nameITL, match)
+	n.TTFTTotals = f.histTotals(nameTTFT, match)
+	n.ITLTotals = f.histTotals(nameITL, match)
+	n.TTFT = n.TTFTTotals.mean()
+	n.Queue = f.histTotals(nameQueue, match).mean()
+	n.ITL = n.ITLTotals.mean()
 	return n
 }
 
@@ -241,10 +250,10 @@ func (f Families) byReason(names []string, match func(*dto.Metric) bool) map[str
 	return out
 }
 
-// histMean is _sum/_count over every matching series. An engine that
-// exposes the histogram untyped leaves it as separate _sum and _count
-// families; those are read too.
-func (f Families) histMean(names []string, match func(*dto.Metric) bool) *float64 {
+// histTotals sums _sum and _count over every matching series; nil when
+// the histogram is missing. An engine that exposes the histogram untyped
+// leaves it as separate _sum and _count families; those are read too.
+func (f Families) histTotals(names []string, match func(*dto.Metric) bool) *HistTotals {
 	var sum, count float64
 	found := false
 	for _, name := range names {
@@ -268,8 +277,16 @@ func (f Families) histMean(names []string, match func(*dto.Metric) bool) *float6
 			break
 		}
 	}
-	if !found || count <= 0 {
+	if !found || math.IsInf(sum, 0) || math.IsNaN(sum) {
 		return nil
 	}
-	return finite(sum / count)
+	return &HistTotals{Sum: sum, Count: count}
+}
+
+// mean is _sum/_count: nil without a histogram or observations.
+func (h *HistTotals) mean() *float64 {
+	if h == nil || h.Count <= 0 {
+		return nil
+	}
+	return finite(h.Sum / h.Count)
 }

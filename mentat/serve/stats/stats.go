@@ -128,30 +128,7 @@ func (s *Stats) Document(ctx context.Context) Document {
 	now := s.now()
 	doc := Document{UptimeS: int64(now.Sub(s.started).Seconds()), Discovery: snap.DiscoveryNote(), Models: []Row{}, Requests: []RequestRow{}}
 
-	// One scrape per engine, whatever number of models it serves.
-	type result struct {
-		fams Families
-		err  error
-	}
-	urls := map[string]bool{}
-	for _, rt := range snap.Models {
-		if u := metricsURL(rt); u != "" {
-			urls[u] = true
-		}
-	}
-	results := make(map[string]result, len(urls))
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for u := range urls {
-		wg.Go(func() {
-			fams, err := s.scraper.get(ctx, u)
-			mu.Lock()
-			results[u] = result{fams, err}
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	s.scraper.keep(urls)
+	results := s.scrapeAll(ctx, snap)
 
 	proxied := func(model string) int {
 		if s.inflight == nil {
@@ -162,14 +139,9 @@ func (s *Stats) Document(ctx context.Context) Document {
 	for _, model := range snap.Available() {
 		rt := snap.Models[model]
 		row := Row{Model: model, Group: rt.Group, Provider: rt.Provider, Healthy: true, Proxied: proxied(model)}
-		res, ok := results[metricsURL(rt)]
-		if !ok {
-			res.err = fmt.Errorf("route for %s has no engine URL", model)
-		}
-		if res.err != nil {
-			row.ScrapeError = res.err.Error()
+		if n, err := engineNumbers(results, model, rt); err != nil {
+			row.ScrapeError = err.Error()
 		} else {
-			n := res.fams.Extract(model)
 			row.Running, row.Waiting, row.KV = n.Running, n.Waiting, n.KV
 			row.PromptTokens, row.GenerationTokens, row.Preemptions = n.PromptTokens, n.GenerationTokens, n.Preemptions
 			row.TTFTS, row.QueueS, row.ITLS = n.TTFT, n.Queue, n.ITL
@@ -222,6 +194,52 @@ func (s *Stats) Document(ctx context.Context) Document {
 		}
 	}
 	return doc
+}
+
+// scrapeResult is one engine's exposition or why it could not be read.
+type scrapeResult struct {
+	fams Families
+	err  error
+}
+
+// scrapeAll reads every routable engine's /metrics concurrently, once per
+// engine whatever number of models it serves (or reuses a scrape younger
+// than the cache TTL), keyed by metrics URL. It returns when every scrape
+// has answered or ctx ends.
+func (s *Stats) scrapeAll(ctx context.Context, snap *routes.Snapshot) map[string]scrapeResult {
+	urls := map[string]bool{}
+	for _, rt := range snap.Models {
+		if u := metricsURL(rt); u != "" {
+			urls[u] = true
+		}
+	}
+	results := make(map[string]scrapeResult, len(urls))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for u := range urls {
+		wg.Go(func() {
+			fams, err := s.scraper.get(ctx, u)
+			mu.Lock()
+			results[u] = scrapeResult{fams, err}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	s.scraper.keep(urls)
+	return results
+}
+
+// engineNumbers is what the engine serving rt reports for model, or why
+// it could not be read.
+func engineNumbers(results map[string]scrapeResult, model string, rt *routes.Route) (Numbers, error) {
+	res, ok := results[metricsURL(rt)]
+	if !ok {
+		return Numbers{}, fmt.Errorf("route for %s has no engine URL", model)
+	}
+	if res.err != nil {
+		return Numbers{}, res.err
+	}
+	return res.fams.Extract(model), nil
 }
 
 // metricsURL is where the engine serving rt publishes its metrics: at the

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/fe64bb06/frontdoor/internal/testbrowser"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 	"github.com/fe64bb06/frontdoor/mentat/serve/stats"
 	"github.com/fe64bb06/frontdoor/mentat/serve/ui"
@@ -85,20 +83,6 @@ func (c *carrying) drop(id uint64) {
 	}
 }
 
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Fatal("no chromium found (looked for /usr/bin/chromium, chromium, chromium-browser, google-chrome; or set CHROMIUM): run make setup")
-	return ""
-}
-
 // router stands in for mentatd-serve's HTTP surface that the page touches:
 // / and /stats.json over one routable model and one failing group.
 func router(t *testing.T, inflight stats.Inflight) (*httptest.Server, *routes.Holder) {
@@ -124,7 +108,12 @@ func router(t *testing.T, inflight stats.Inflight) (*httptest.Server, *routes.Ho
 			"qwen":  {Name: "qwen", Healthy: false, Provider: "vllm", WhyNot: whyNot, Models: []string{"qwen3"}},
 		}, nil))
 	st := stats.New(h, inflight, nil, nil)
+	hist := st.NewHistory(nil, 0, 0)
+	for i := range 3 {
+		hist.Sample(context.Background(), time.Now().Add(time.Duration(i-3)*2*time.Second))
+	}
 	mux := http.NewServeMux()
+	mux.Handle("GET /stats/series.json", hist.Handler())
 	mux.Handle("GET /{$}", ui.Handler(func() any { return map[string]any{"uptime_s": 1} }))
 	mux.Handle("GET /stats.json", st.Handler())
 	srv := httptest.NewServer(mux)
@@ -133,7 +122,6 @@ func router(t *testing.T, inflight stats.Inflight) (*httptest.Server, *routes.Ho
 }
 
 func TestStatusPageInBrowser(t *testing.T) {
-	exe := chromiumPath(t)
 	now := time.Now()
 	inflight := &carrying{reqs: []stats.Request{
 		{ID: 41, Model: "glm53", Group: "glm53", Started: now.Add(-12 * time.Second), BodyBytes: 5120, Stream: true,
@@ -142,82 +130,11 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}}
 	srv, holder := router(t, inflight)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(exe),
-		chromedp.Headless,
-		chromedp.NoSandbox, // tests may run as root
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("lang", "en-US"),
-		chromedp.Env("LANG=en_US.UTF-8", "TZ=UTC"),
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1400, 900),
-	)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
-
-	var consoleMu sync.Mutex
-	var problems []string
-	consoleDone := make(chan struct{})
-	messages := chromedp.Console(bctx)
-	go func() {
-		defer close(consoleDone)
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			if m.IsException() || m.Type == "error" {
-				consoleMu.Lock()
-				problems = append(problems, m.String())
-				consoleMu.Unlock()
-			}
-		}
-	}()
-	defer func() { cancelBrowser(); <-consoleDone }()
-
-	poll := func(what, expr string) {
-		t.Helper()
-		if _, err := chromedp.Run(bctx, chromedp.Poll[chromedp.Void](expr,
-			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second))); err != nil {
-			html, _ := chromedp.Run(bctx, chromedp.OuterHTML("main"))
-			t.Fatalf("waiting for %s: %v\npage: %s", what, err, html)
-		}
-	}
-	eval := func(expr string, out any) {
-		t.Helper()
-		v, err := chromedp.Run(bctx, chromedp.Evaluate[any](expr))
-		if err != nil {
-			t.Fatalf("evaluate %s: %v", expr, err)
-		}
-		switch o := out.(type) {
-		case *string:
-			*o, _ = v.(string)
-		case *float64:
-			*o, _ = v.(float64)
-		case *bool:
-			*o, _ = v.(bool)
-		}
-	}
-	screenshot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot: %v", err)
-		}
-		p := filepath.Join(t.ArtifactDir(), name)
-		if err := os.WriteFile(p, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot: %s", p)
-	}
+	br := testbrowser.New(t, 1400, 900)
+	bctx := br.Ctx
+	poll := br.Until
+	eval := br.Eval
+	screenshot := func(name string) { br.Screenshot(name) }
 
 	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/")); err != nil {
 		t.Fatalf("load the page: %v", err)
@@ -308,9 +225,23 @@ func TestStatusPageInBrowser(t *testing.T) {
 	poll("the discovery note", `!document.getElementById("discovery").hidden && document.getElementById("none").hidden &&
 		document.getElementById("discovery").textContent === "Nothing to route: no mentatd daemon is reachable (127.0.0.1:6380: GET /status: connection refused)."`)
 
-	consoleMu.Lock()
-	defer consoleMu.Unlock()
-	if len(problems) > 0 {
+	// The chart store (internal/charts, inlined): answers merge by time, so
+	// an overlapping answer neither repeats a sample nor blanks values; a
+	// null stays a gap; the span is trimmed and an all-gap series dropped.
+	var store string
+	eval(`(() => {
+		const s = new Charts.Store(3000);
+		s.merge([1000, 2000], [["a", [1, null]], ["gone", [9, null]]]);
+		s.merge([2000, 3000], [["a", [null, 3]], ["b", [7, 8]]]);   // overlaps 2000: a stays a gap there
+		s.merge([1000, 2000, 3000], [["b", [6, 7, 8]]]);            // a first read of b: nothing repeats
+		s.merge([4000, 5000], [["a", [4, null]]]);                    // 1000 and 2000 leave the span
+		return JSON.stringify({t: s.t, a: s.get("a"), b: s.get("b"), gone: s.get("gone"), range: s.range()});
+	})()`, &store)
+	if want := `{"t":[3000,4000,5000],"a":[3,4,null],"b":[8,null,null],"gone":null,"range":[2000,5000]}`; store != want {
+		t.Errorf("chart store:\n got %s\nwant %s", store, want)
+	}
+
+	if problems := br.Problems(); len(problems) > 0 {
 		t.Errorf("the page logged errors:\n%s", strings.Join(problems, "\n"))
 	}
 }

@@ -1,7 +1,9 @@
 // Package ui serves the router's front page: the live status page for a
 // browser, the status document for everything else. The page is one
 // self-contained HTML file (inline CSS and script, no external assets, no
-// build step) embedded in the binary; it polls stats.json beside it.
+// build step) embedded in the binary, with the shared chart script of
+// internal/charts inlined; it polls stats.json and stats/series.json beside
+// it.
 package ui
 
 import (
@@ -11,13 +13,17 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/fe64bb06/frontdoor/internal/charts"
 )
 
 //go:embed status.html
-var page []byte
+var rawPage []byte
+
+var page = charts.Inline(rawPage)
 
 // csp keeps the page honest about being self-contained: a reference to any
-// other origin, or to any file but stats.json, fails in the browser.
+// other origin, or to any file but its own JSON routes, fails in the browser.
 const csp = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // Handler serves GET /. A request whose Accept header asks for HTML gets

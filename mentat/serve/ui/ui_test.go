@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/fe64bb06/frontdoor/internal/charts"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -85,7 +87,7 @@ func TestHandlerNegotiates(t *testing.T) {
 }
 
 // The page must work with no network but the router: no URL of another
-// origin and nothing fetched but stats.json.
+// origin and nothing fetched but stats.json and stats/series.json.
 func TestPageSelfContained(t *testing.T) {
 	p := string(Page())
 	for _, re := range []string{`https?://`, `\bsrc\s*=`, `<link\b`, `@import`, `url\(`, `//[a-z0-9.-]+\.[a-z]{2,}/`} {
@@ -93,7 +95,10 @@ func TestPageSelfContained(t *testing.T) {
 			t.Errorf("page references an external asset (%s): %q", re, p[max(0, loc[0]-40):min(len(p), loc[1]+40)])
 		}
 	}
-	if n := strings.Count(p, "fetch("); n != 1 || !strings.Contains(p, `fetch("stats.json"`) {
-		t.Errorf("page fetches something other than stats.json (%d fetch calls)", n)
+	if n := strings.Count(p, "fetch("); n != 2 || !strings.Contains(p, `fetch("stats.json"`) || !strings.Contains(p, `fetch("stats/series.json?since="`) {
+		t.Errorf("page fetches something other than stats.json and stats/series.json (%d fetch calls)", n)
+	}
+	if strings.Contains(p, charts.ScriptMarker) || !strings.Contains(p, "const Charts =") {
+		t.Error("the chart script is not inlined")
 	}
 }

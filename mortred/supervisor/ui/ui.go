@@ -7,10 +7,16 @@ package ui
 import (
 	_ "embed"
 	"net/http"
+
+	"github.com/fe64bb06/frontdoor/internal/charts"
 )
 
 //go:embed index.html
-var page []byte
+var rawPage []byte
+
+// page is index.html with the chart script and style shared with the
+// router's status page (internal/charts) inlined.
+var page = charts.Inline(rawPage)
 
 // Handler serves the page at / and 404 elsewhere.
 func Handler() http.Handler {

@@ -19,12 +19,11 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/fe64bb06/frontdoor/internal/testbin"
+	"github.com/fe64bb06/frontdoor/internal/testbrowser"
 	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/mortred/model/testmodel"
 	"github.com/fe64bb06/frontdoor/test/e2e/mortred/stack"
 )
-
-const chromiumBin = "/usr/bin/chromium"
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -33,65 +32,21 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// browser starts headless Chromium with a fresh profile; the context ends
-// with the test.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	if _, err := os.Stat(chromiumBin); err != nil {
-		t.Fatalf("%s is missing (Debian package chromium): run make setup", chromiumBin)
-	}
-	profile, err := os.MkdirTemp("", "mortred-chromium-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumBin),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(1280, 1100),
-	)
-	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
-	t.Cleanup(func() {
-		cancel()
-		cancelAlloc()
-		// Chromium's helpers may write into the profile a moment longer.
-		for range 50 {
-			if os.RemoveAll(profile) == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	})
-	return ctx
-}
+// browser starts headless Chromium with a fresh profile; it ends with the
+// test.
+func browser(t *testing.T) *testbrowser.Browser { return testbrowser.New(t, 1280, 1100) }
 
-// step runs actions with a deadline, failing the test with what was being done.
-func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+// step runs actions with a deadline, failing the (sub)test t with what was
+// being done.
+func step(t *testing.T, b *testbrowser.Browser, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := chromedp.Do(sctx, actions...); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
+	b.For(t).Do(what, actions...)
 }
 
 // until waits for a JavaScript expression to be truthy.
-func until(t *testing.T, ctx context.Context, what, expr string) {
+func until(t *testing.T, b *testbrowser.Browser, what, expr string) {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	if _, err := chromedp.Run(sctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(80*time.Second))); err != nil {
-		state, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText.slice(0, 3000)`))
-		t.Fatalf("%s: %v\npage text:\n%s", what, err, state)
-	}
+	b.For(t).Until(what, expr)
 }
 
 func text(t *testing.T, ctx context.Context, expr string) string {
@@ -132,7 +87,8 @@ func TestWebUI(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ctx := browser(t)
+	b := browser(t)
+	ctx := b.Ctx
 	// The stop button asks for confirmation; the operator says yes.
 	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
 	go func() {
@@ -148,48 +104,48 @@ func TestWebUI(t *testing.T) {
 	}()
 
 	t.Run("login", func(t *testing.T) {
-		step(t, ctx, "open the UI",
+		step(t, b, "open the UI",
 			chromedp.Navigate(conf.APIURL()+"/"),
 			chromedp.WaitVisible(chromedp.CSS("#token")),
 			chromedp.SendKeys(chromedp.CSS("#token"), "not-the-token"),
 			chromedp.Click(chromedp.CSS(`#loginForm button[type="submit"]`)),
 		)
-		until(t, ctx, "a wrong token is refused", `document.getElementById("loginErr").textContent.includes("refused")`)
-		step(t, ctx, "log in",
+		until(t, b, "a wrong token is refused", `document.getElementById("loginErr").textContent.includes("refused")`)
+		step(t, b, "log in",
 			clear("#token"),
 			chromedp.SendKeys(chromedp.CSS("#token"), sup.Tokens.API),
 			chromedp.Click(chromedp.CSS(`#loginForm button[type="submit"]`)),
 			chromedp.WaitVisible(chromedp.CSS("#app")),
 		)
-		until(t, ctx, "models shown running", stateOf("TM")+` === "running" && `+stateOf("OTHER")+` === "running" && `+stateOf("gateway")+` === "running"`)
+		until(t, b, "models shown running", stateOf("TM")+` === "running" && `+stateOf("OTHER")+` === "running" && `+stateOf("gateway")+` === "running"`)
 		// The token is kept for the session: a reload stays logged in.
-		step(t, ctx, "reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#app")))
-		until(t, ctx, "still logged in", stateOf("TM")+` === "running"`)
+		step(t, b, "reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#app")))
+		until(t, b, "still logged in", stateOf("TM")+` === "running"`)
 	})
 
 	var stoppedPID int
 	t.Run("stop and start", func(t *testing.T) {
 		before := sup.Server(t, "TM")
 		stoppedPID = before.PID
-		step(t, ctx, "click stop", chromedp.Click(chromedp.CSS(`#servers tr[data-id="TM"] button[data-action="stop"]`)))
-		until(t, ctx, "stop toast", toastIs("stop TM: ok"))
-		until(t, ctx, "TM shown stopped", stateOf("TM")+` === "stopped"`)
+		step(t, b, "click stop", chromedp.Click(chromedp.CSS(`#servers tr[data-id="TM"] button[data-action="stop"]`)))
+		until(t, b, "stop toast", toastIs("stop TM: ok"))
+		until(t, b, "TM shown stopped", stateOf("TM")+` === "stopped"`)
 		if st := sup.Server(t, "TM"); st.State != "stopped" || testproc.Alive(before.PID) {
 			t.Fatalf("the UI said stopped, the supervisor says %+v", st)
 		}
 		if st := sup.Server(t, "OTHER"); st.State != "running" {
 			t.Fatalf("OTHER changed: %+v", st)
 		}
-		step(t, ctx, "click start", chromedp.Click(chromedp.CSS(`#servers tr[data-id="TM"] button[data-action="start"]`)))
-		until(t, ctx, "start toast", toastIs("start TM: ok"))
-		until(t, ctx, "TM shown running and ready", stateOf("TM")+` === "running" && document.querySelector('#servers tr[data-id="TM"] td:nth-child(4)').textContent === "yes"`)
+		step(t, b, "click start", chromedp.Click(chromedp.CSS(`#servers tr[data-id="TM"] button[data-action="start"]`)))
+		until(t, b, "start toast", toastIs("start TM: ok"))
+		until(t, b, "TM shown running and ready", stateOf("TM")+` === "running" && document.querySelector('#servers tr[data-id="TM"] td:nth-child(4)').textContent === "yes"`)
 		if st := sup.WaitReady(t, "TM", 30*time.Second); st.PID == before.PID {
 			t.Fatalf("not a new process: %+v", st)
 		}
-		step(t, ctx, "click restart", chromedp.Click(chromedp.CSS(`#servers tr[data-id="TM"] button[data-action="restart"]`)))
-		until(t, ctx, "restart toast", toastIs("restart TM: ok"))
+		step(t, b, "click restart", chromedp.Click(chromedp.CSS(`#servers tr[data-id="TM"] button[data-action="restart"]`)))
+		until(t, b, "restart toast", toastIs("restart TM: ok"))
 		sup.WaitReady(t, "TM", 60*time.Second)
-		until(t, ctx, "TM running after the restart", stateOf("TM")+` === "running"`)
+		until(t, b, "TM running after the restart", stateOf("TM")+` === "running"`)
 	})
 
 	t.Run("a crashing child's reason", func(t *testing.T) {
@@ -203,34 +159,34 @@ func TestWebUI(t *testing.T) {
 	})
 
 	t.Run("logs", func(t *testing.T) {
-		step(t, ctx, "pick TM's log",
+		step(t, b, "pick TM's log",
 			chromedp.SetValue(chromedp.CSS("#logId"), "TM"), // also fires change
 		)
-		until(t, ctx, "TM's log lines", fmt.Sprintf(`document.getElementById("log").textContent.includes("[supervisor] process stopped") && document.getElementById("log").textContent.includes("[supervisor] started pid %d")`, stoppedPID))
-		step(t, ctx, "search", chromedp.SendKeys(chromedp.CSS("#search"), "process stopped"))
-		until(t, ctx, "only matching lines, highlighted", `(() => {
+		until(t, b, "TM's log lines", fmt.Sprintf(`document.getElementById("log").textContent.includes("[supervisor] process stopped") && document.getElementById("log").textContent.includes("[supervisor] started pid %d")`, stoppedPID))
+		step(t, b, "search", chromedp.SendKeys(chromedp.CSS("#search"), "process stopped"))
+		until(t, b, "only matching lines, highlighted", `(() => {
 			const pre = document.getElementById("log");
 			const lines = pre.textContent.trim().split("\n");
 			return pre.querySelectorAll("mark").length >= 1 && lines.every((l) => l.includes("process stopped"));
 		})()`)
-		step(t, ctx, "pause", chromedp.Click(chromedp.CSS("#follow")))
+		step(t, b, "pause", chromedp.Click(chromedp.CSS("#follow")))
 		if got := text(t, ctx, `document.getElementById("follow").textContent`); got != "Follow" {
 			t.Fatalf("follow button %q after pausing", got)
 		}
-		step(t, ctx, "clear the search and follow again",
+		step(t, b, "clear the search and follow again",
 			clear("#search"),
 			chromedp.Click(chromedp.CSS("#follow")),
 		)
-		until(t, ctx, "all lines again", `document.getElementById("log").textContent.includes("[supervisor] started pid")`)
+		until(t, b, "all lines again", `document.getElementById("log").textContent.includes("[supervisor] started pid")`)
 	})
 
 	t.Run("smoke test", func(t *testing.T) {
-		step(t, ctx, "send an image",
+		step(t, b, "send an image",
 			chromedp.SetValue(chromedp.CSS("#inferId"), "TM"),
 			chromedp.SetUploadFiles(chromedp.CSS("#image"), []string{img}),
 			chromedp.Click(chromedp.CSS("#send")),
 		)
-		until(t, ctx, "the answer", `document.getElementById("inferInfo").textContent.startsWith("HTTP ") && document.getElementById("result").textContent.length > 0`)
+		until(t, b, "the answer", `document.getElementById("inferInfo").textContent.startsWith("HTTP ") && document.getElementById("result").textContent.length > 0`)
 		if info := text(t, ctx, `document.getElementById("inferInfo").textContent`); !strings.HasPrefix(info, "HTTP 200 in ") {
 			t.Fatalf("inference: %q\n%s", info, text(t, ctx, `document.getElementById("result").textContent`))
 		}
@@ -240,7 +196,7 @@ func TestWebUI(t *testing.T) {
 				t.Fatalf("result lacks %s:\n%s", want, result)
 			}
 		}
-		until(t, ctx, "the image drawn", `document.getElementById("canvas").width === 96 && document.getElementById("canvas").height === 64`)
+		until(t, b, "the image drawn", `document.getElementById("canvas").width === 96 && document.getElementById("canvas").height === 64`)
 	})
 
 	t.Run("screenshot", func(t *testing.T) {
@@ -263,7 +219,7 @@ func TestWebUI(t *testing.T) {
 	})
 
 	t.Run("logout", func(t *testing.T) {
-		step(t, ctx, "log out", chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#login")))
+		step(t, b, "log out", chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#login")))
 		if tok := text(t, ctx, `sessionStorage.getItem("mortredToken") || ""`); tok != "" {
 			t.Fatal("the token stayed in sessionStorage")
 		}
