@@ -61,3 +61,11 @@ func TestREADMETour(t *testing.T) {
 	t.Parallel()
 	tour(t, "README.md", "A short tour")
 }
+func TestManualExamples(t *testing.T) {
+	for _, doc := range []string{"docs/mortred-server.md", "docs/mortred-gateway.md", "docs/mortred-supervisor.md", "docs/mortredctl.md", "docs/mortred.md"} {
+		t.Run(doc, func(t *testing.T) {
+			t.Parallel()
+			tour(t, doc, "")
+		})
+	}
+}
