@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -152,6 +153,9 @@ func readServer(path string) (*Server, error) {
 	}
 	var sections map[string]toml.Primitive
 	md, err := toml.DecodeFile(abs, &sections)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("model-server file %s not found: pass --config with one of conf/server/*.toml (from the checkout)", abs)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", abs, err)
 	}
