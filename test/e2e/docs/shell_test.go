@@ -93,6 +93,37 @@ func netns(t *testing.T) string {
 
 var nsSeq atomic.Int64
 
+// removeStaleNamespaces deletes the namespaces of an earlier run that was
+// killed before its cleanup ran (fdoc-<pid>-<n> whose pid is gone), with
+// whatever still runs in them.
+func removeStaleNamespaces() {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || !strings.HasPrefix(f[0], "fdoc-") {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.Split(strings.TrimPrefix(f[0], "fdoc-"), "-")[0])
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			continue // a run still going
+		}
+		if pids, err := exec.Command("ip", "netns", "pids", f[0]).Output(); err == nil {
+			for _, p := range strings.Fields(string(pids)) {
+				if n, err := strconv.Atoi(p); err == nil {
+					_ = syscall.Kill(n, syscall.SIGKILL)
+				}
+			}
+		}
+		_ = exec.Command("ip", "netns", "del", f[0]).Run()
+	}
+}
+
 // stopAll ends every process in ns: SIGTERM (the supervisor then stops its
 // children), SIGKILL for what is left after 20 s.
 func stopAll(t *testing.T, ns string) {

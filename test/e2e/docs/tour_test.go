@@ -26,7 +26,10 @@ import (
 	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
-func TestMain(m *testing.M) { testproc.Main(m, testproc.Suite{Build: binaries}) }
+func TestMain(m *testing.M) {
+	removeStaleNamespaces()
+	testproc.Main(m, testproc.Suite{Build: binaries})
+}
 
 // patience bounds how long one command may keep failing while servers
 // start: the PP-OCR models load in seconds, `go run` may compile first.
