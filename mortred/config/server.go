@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/mortred/deps"
 )
 
 // Server is one model-server file: a single top-level section whose name is
@@ -137,8 +137,10 @@ func LoadServer(path string, env envconf.Env) (*Server, error) {
 		return nil, err
 	}
 	if s.ORTLibPath != "" {
-		if _, err := os.Stat(s.ORTLibPath); err != nil {
-			return nil, fmt.Errorf("%s: [%s] ort_lib_path: %v (set ort_lib_path or MORTRED_ORT_LIB to libonnxruntime.so.1)", s.File, s.ID, err)
+		// A named library must exist; without one the model finds it
+		// by the search of package deps when it loads.
+		if _, err := (deps.Finder{}).Lib(s.ORTLibPath); err != nil {
+			return nil, fmt.Errorf("%s: [%s] %w", s.File, s.ID, err)
 		}
 	}
 	return s, nil
