@@ -211,3 +211,13 @@ restart_policy = "always"
 		})
 	}
 }
+
+func TestMissingFilesSayWhatToPass(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := LoadControlPlane(filepath.Join(dir, "conf/mortred.toml")); err == nil || !strings.Contains(err.Error(), "not found: run from the checkout (it has conf/mortred.toml) or pass --config PATH") {
+		t.Errorf("missing control-plane file: %v", err)
+	}
+	if _, err := LoadServer(filepath.Join(dir, "nope.toml"), envconf.Map(nil)); err == nil || !strings.Contains(err.Error(), "not found: pass --config with one of conf/server/*.toml") {
+		t.Errorf("missing model-server file: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"sort"
 	"time"
@@ -92,6 +93,9 @@ func LoadControlPlane(path string) (*ControlPlane, error) {
 	}
 	cp := &ControlPlane{File: abs}
 	md, err := toml.DecodeFile(abs, cp)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("control-plane file %s not found: run from the checkout (it has conf/mortred.toml) or pass --config PATH", abs)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", abs, err)
 	}

@@ -6,8 +6,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -16,6 +16,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/mortred/deps"
 )
 
 // Server is one model-server file: a single top-level section whose name is
@@ -136,8 +137,10 @@ func LoadServer(path string, env envconf.Env) (*Server, error) {
 		return nil, err
 	}
 	if s.ORTLibPath != "" {
-		if _, err := os.Stat(s.ORTLibPath); err != nil {
-			return nil, fmt.Errorf("%s: [%s] ort_lib_path: %v (set ort_lib_path or MORTRED_ORT_LIB to libonnxruntime.so.1)", s.File, s.ID, err)
+		// A named library must exist; without one the model finds it
+		// by the search of package deps when it loads.
+		if _, err := (deps.Finder{}).Lib(s.ORTLibPath); err != nil {
+			return nil, fmt.Errorf("%s: [%s] %w", s.File, s.ID, err)
 		}
 	}
 	return s, nil
@@ -152,6 +155,9 @@ func readServer(path string) (*Server, error) {
 	}
 	var sections map[string]toml.Primitive
 	md, err := toml.DecodeFile(abs, &sections)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("model-server file %s not found: pass --config with one of conf/server/*.toml (from the checkout)", abs)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", abs, err)
 	}

@@ -3,6 +3,7 @@ package ctl
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net/url"
@@ -30,6 +31,9 @@ func (c *CLI) infer(args []string) error {
 		return err
 	}
 	st, err := os.Stat(image)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("cannot read the image: %v (sample images: `go run ./mortred/model/ppocr/textimg/gen -out DIR` in the checkout writes page.png and others)", err)
+	}
 	if err != nil {
 		return fmt.Errorf("cannot read the image: %v", err)
 	}

@@ -186,6 +186,7 @@ func (c *Child) Run(ctx context.Context) {
 		retryC     <-chan time.Time
 		readyC     = make(chan bool, 1)
 		startLimit <-chan time.Time
+		timedOut   bool // the running process was killed for not getting ready in time
 	)
 	stopRetry := func() {
 		if retry != nil {
@@ -200,7 +201,7 @@ func (c *Child) Run(ctx context.Context) {
 			return err
 		}
 		p = np
-		startLimit = time.After(c.spec.StartTimeout)
+		startLimit, timedOut = time.After(c.spec.StartTimeout), false
 		return nil
 	}
 	stop := func() {
@@ -270,11 +271,15 @@ func (c *Child) Run(ctx context.Context) {
 			c.setStatus(func(s *Status) { s.Error = fmt.Sprintf("not ready within %s; killed", c.spec.StartTimeout) })
 			c.terminate(p) // its exit arrives below as a crash
 			startLimit = nil
+			timedOut = true
 		case err := <-exited:
 			exit := describeExit(err)
-			why := "" // ": <the child's last error line>"
+			why := "" // ": <the child's last error line>", or why we killed it
 			if r := p.reason.get(); r != "" && failedOnItsOwn(err) {
 				why = ": " + r
+			}
+			if timedOut {
+				why, timedOut = fmt.Sprintf(": not ready within %s, so the supervisor killed it", c.spec.StartTimeout), false
 			}
 			healthy := !readySince.IsZero() && time.Since(readySince) >= crashWindowHeal
 			p = nil

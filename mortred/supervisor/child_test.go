@@ -49,6 +49,8 @@ func helperMain(mode string) {
 		<-ch
 		fmt.Println("helper: got SIGTERM, exiting")
 		os.Exit(0)
+	case "hang": // never gets ready
+		time.Sleep(time.Hour)
 	case "ignore-term":
 		signal.Ignore(syscall.SIGTERM)
 		// A grandchild in the same process group must not be orphaned.
@@ -165,6 +167,20 @@ func TestCrashBackoffThenFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "restart count grows after a manual start", 10*time.Second, func() bool { return c.Status().State != StateFailed || c.Status().RestartCount > maxRestarts })
+}
+
+func TestStartTimeoutIsTheNote(t *testing.T) {
+	spec := helperSpec(t, "hang")
+	spec.ReadyURL = "http://127.0.0.1:1/ready" // nothing listens there
+	spec.StartTimeout = time.Second
+	c, _ := runChild(t, spec)
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "backoff after the start timeout", 30*time.Second, func() bool { return c.Status().State == StateBackoff })
+	if s := c.Status(); !strings.HasPrefix(s.Error, "exited (killed by signal terminated): not ready within 1s, so the supervisor killed it; restarting in ") {
+		t.Fatalf("status: %+v", s)
+	}
 }
 
 func TestKillAfterGraceTakesTheGroup(t *testing.T) {

@@ -215,7 +215,7 @@ func testCtl(t *testing.T, sup *stack.Supervisor) {
 			{"no token", []string{"MORTRED_API_TOKEN="}, []string{"catalog"}, 1, "no token: pass --token, or set MORTREDCTL_TOKEN or MORTRED_API_TOKEN"},
 			{"supervisor down", nil, []string{"--addr", fmt.Sprintf("127.0.0.1:%d", free), "status"}, 1, "(connection refused): is it running?"},
 			{"gateway down", nil, []string{"--gateway", fmt.Sprintf("127.0.0.1:%d", free), "infer", "TM", "--image", dark}, 1, "cannot reach the gateway at"},
-			{"missing image", nil, []string{"infer", "TM", "--image", filepath.Join(dir, "nope.png")}, 1, "cannot read the image"},
+			{"missing image", nil, []string{"infer", "TM", "--image", filepath.Join(dir, "nope.png")}, 1, "cannot read the image: stat " + filepath.Join(dir, "nope.png") + ": no such file or directory (sample images: `go run ./mortred/model/ppocr/textimg/gen -out DIR`"},
 			{"not an image", nil, []string{"infer", "TM", "--image", notImage}, 1, "answered 400 Bad Request: empty input image: unsupported or undecodable image"},
 			{"unknown model", nil, []string{"infer", "NOPE", "--image", dark}, 1, "answered 404 Not Found: no model with catalog id 'NOPE'"},
 			{"help", nil, []string{"help"}, 0, ""},
