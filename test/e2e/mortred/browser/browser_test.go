@@ -152,7 +152,7 @@ func TestWebUI(t *testing.T) {
 		if r, err := sup.API("POST", "/api/v1/servers/BROKEN/start"); err != nil || r.Code != 200 {
 			t.Fatalf("start BROKEN: %v %v", r, err)
 		}
-		until(t, ctx, "BROKEN's note quotes its last error line", `(() => {
+		until(t, b, "BROKEN's note quotes its last error line", `(() => {
 			const e = document.querySelector('#servers tr[data-id="BROKEN"] .err');
 			return !!e && /^exited( \(exit status 1\)| 6 times in a row \(last: exit status 1\)): loading model .*unknown keys \[no_such_key\]; (restarting in|giving up)/.test(e.textContent);
 		})()`)
