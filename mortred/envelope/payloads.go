@@ -21,6 +21,22 @@ type Detection struct {
 	BBox     [4]float64 `json:"bbox" doc:"x1, y1, x2, y2 in input pixels"`
 }
 
+// FaceDetection is one face of a face detection payload (data is an array
+// of them, best first).
+type FaceDetection struct {
+	Score     float64      `json:"score" doc:"0..1"`
+	BBox      [4]float64   `json:"bbox" doc:"x1, y1, x2, y2 in input pixels"`
+	Keypoints [][2]float64 `json:"keypoints" doc:"[x, y] in input pixels: the subject's right eye, left eye, nose tip, mouth centre, right ear tragion, left ear tragion"`
+}
+
+// FaceDetectionParams are the params of a face_detection model; an unset
+// key takes the model TOML's value.
+type FaceDetectionParams struct {
+	ScoreThreshold float64 `json:"score_threshold,omitempty" doc:"minimum face score, 0..1"`
+	NMSIoU         float64 `json:"nms_iou,omitempty" doc:"overlap (IoU) at which detections blend into one face, 0..1"`
+	MaxResults     int     `json:"max_results,omitempty" doc:"most faces returned, 0..1000, 0 = all"`
+}
+
 // TextDetection is one text region of a DBNet payload (data is an array).
 type TextDetection struct {
 	Score   float64      `json:"score"`
@@ -61,8 +77,20 @@ type Payload struct {
 var payloads = []Payload{
 	{"Classification", reflect.TypeFor[Classification](), false},
 	{"Detection", reflect.TypeFor[Detection](), true},
+	{"FaceDetection", reflect.TypeFor[FaceDetection](), true},
 	{"TextDetection", reflect.TypeFor[TextDetection](), true},
 	{"TextRecognition", reflect.TypeFor[TextRecognition](), false},
 	{"OCRLine", reflect.TypeFor[OCRLine](), true},
 	{"ImageOutput", reflect.TypeFor[ImageOutput](), false},
+}
+
+// ParamsSchema is a named params schema: what a task's params object may
+// hold. The schemas are strict (any other key answers 422).
+type ParamsSchema struct {
+	Name string
+	Type reflect.Type
+}
+
+var paramsSchemas = []ParamsSchema{
+	{"FaceDetectionParams", reflect.TypeFor[FaceDetectionParams]()},
 }

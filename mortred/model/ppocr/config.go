@@ -8,34 +8,20 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/BurntSushi/toml"
-
-	"github.com/fe64bb06/frontdoor/internal/envconf"
 	"github.com/fe64bb06/frontdoor/mortred/model/imageio"
+	"github.com/fe64bb06/frontdoor/mortred/model/modelconf"
 	"github.com/fe64bb06/frontdoor/mortred/model/ort"
 )
 
 // EnvModelDir relocates the model store: when set, it replaces the model_dir
 // of every model TOML (make sets it to .deps/models).
-const EnvModelDir = "MORTRED_MODEL_DIR"
+const EnvModelDir = modelconf.EnvModelDir
 
-// base holds the keys every model TOML has.
-//
-// Path rule (the same comment heads each conf/models file): model_file and
-// the label/dictionary files are used as is when absolute; else they are
-// relative to the model store, which is MORTRED_MODEL_DIR when set, else
-// model_dir (itself relative to the TOML file's directory). With no model_dir
-// key the paths are relative to the TOML file's directory and
-// MORTRED_MODEL_DIR does not apply.
+// base holds the keys every model TOML of this package has: the common head
+// (type, name, model_dir, model_file, …; its path rule applies to the
+// label and dictionary files too) and the tensor and normalisation keys.
 type base struct {
-	Type    string `toml:"type"`
-	Name    string `toml:"name"`
-	Version string `toml:"version"`
-	// Category is read by the server's catalog (default: the type).
-	Category string `toml:"category"`
-	// ModelDir is the model store; see the path rule above.
-	ModelDir  string `toml:"model_dir"`
-	ModelFile string `toml:"model_file"`
+	modelconf.Head
 	// InputName and OutputName are the graph's tensor names; default "x"
 	// for the input, the output is required.
 	InputName  string `toml:"input_name"`
@@ -140,25 +126,12 @@ type ortOptions struct{ threads int }
 // load decodes a model TOML into cfg (a struct embedding base), refusing
 // unknown keys so that a typo stops the server instead of being ignored.
 func load(path string, cfg interface{ common() *base }) error {
-	if path == "" {
-		return errors.New("this model type needs a model TOML (model_config_file_path)")
-	}
-	dir, err := decodeStrict(path, cfg)
+	b := cfg.common()
+	files, err := modelconf.Load(path, cfg, func() string { return b.ModelDir })
 	if err != nil {
 		return err
 	}
-	b := cfg.common()
-	b.dir = dir
-	b.store = b.dir
-	if b.ModelDir != "" {
-		b.store = envconf.OS().String(EnvModelDir, "")
-		if b.store == "" {
-			b.store = b.ModelDir
-			if !filepath.IsAbs(b.store) {
-				b.store = filepath.Join(b.dir, b.store)
-			}
-		}
-	}
+	b.dir, b.store = files.Dir, files.Store
 	b.defaults()
 	return nil
 }
@@ -168,25 +141,8 @@ func (b *base) common() *base { return b }
 // decodeStrict decodes a TOML file, refusing unknown keys, and returns the
 // file's absolute directory.
 func decodeStrict(path string, v any) (string, error) {
-	md, err := toml.DecodeFile(path, v)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("model config %s not found: check model_config_file_path", path)
-		}
-		return "", fmt.Errorf("model config %s: %v", path, err)
-	}
-	if und := md.Undecoded(); len(und) > 0 {
-		keys := make([]string, len(und))
-		for i, k := range und {
-			keys[i] = k.String()
-		}
-		return "", fmt.Errorf("model config %s: unknown keys %s", path, strings.Join(keys, ", "))
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Dir(abs), nil
+	files, err := modelconf.Load(path, v, func() string { return "" })
+	return files.Dir, err
 }
 
 // readLines reads a label or dictionary file, one entry per line.

@@ -1,0 +1,238 @@
+// Package modelconf holds what every model type's TOML and params share:
+// strict decoding (an unknown key stops the server instead of being
+// ignored), the model store path rule, and request params checked against a
+// per-model list (an unknown or bad key is one FieldError with its JSON
+// pointer, which the server answers 422).
+package modelconf
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/mortred/envelope"
+	"github.com/fe64bb06/frontdoor/mortred/model"
+)
+
+// EnvModelDir relocates the model store: when set, it replaces the model_dir
+// of every model TOML (make sets it to .deps/models).
+const EnvModelDir = "MORTRED_MODEL_DIR"
+
+// Files resolves a model TOML's file keys by the path rule: absolute paths
+// as they are; else relative to the model store, which is
+// MORTRED_MODEL_DIR when set, else model_dir (relative to the TOML's
+// directory); with no model_dir, relative to the TOML's directory.
+type Files struct {
+	Dir   string // the TOML file's absolute directory
+	Store string
+}
+
+// Path resolves one file key.
+func (f Files) Path(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(f.Store, p)
+}
+
+// Load decodes the TOML at path into v, refusing unknown keys, and returns
+// the path rule for its files given its model_dir value (read from v by
+// modelDir after decoding).
+func Load(path string, v any, modelDir func() string) (Files, error) {
+	if path == "" {
+		return Files{}, errors.New("this model type needs a model TOML (model_config_file_path)")
+	}
+	md, err := toml.DecodeFile(path, v)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return Files{}, fmt.Errorf("model config %s not found: check model_config_file_path", path)
+		}
+		return Files{}, fmt.Errorf("model config %s: %v", path, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return Files{}, fmt.Errorf("model config %s: unknown keys %s", path, strings.Join(keys, ", "))
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return Files{}, err
+	}
+	f := Files{Dir: filepath.Dir(abs)}
+	f.Store = f.Dir
+	if md := modelDir(); md != "" {
+		f.Store = envconf.OS().String(EnvModelDir, "")
+		if f.Store == "" {
+			f.Store = md
+			if !filepath.IsAbs(md) {
+				f.Store = filepath.Join(f.Dir, md)
+			}
+		}
+	}
+	return f, nil
+}
+
+// Head is the keys every model TOML starts with (embedded in each type's
+// config struct).
+//
+// Path rule (the same comment heads each conf/models file): model_file and
+// the other file keys are used as is when absolute; else they are relative
+// to the model store, which is MORTRED_MODEL_DIR when set, else model_dir
+// (itself relative to the TOML file's directory). With no model_dir key the
+// paths are relative to the TOML file's directory and MORTRED_MODEL_DIR
+// does not apply.
+type Head struct {
+	Type    string `toml:"type"`
+	Name    string `toml:"name"`
+	Version string `toml:"version"`
+	// Category is read by the server's catalog (default: the type).
+	Category string `toml:"category"`
+	// ModelDir is the model store; see the path rule above.
+	ModelDir  string `toml:"model_dir"`
+	ModelFile string `toml:"model_file"`
+}
+
+// Kind is a param's value type.
+type Kind int
+
+const (
+	Prob   Kind = iota // number in [0, 1]
+	PosNum             // number in (0, Max]
+	Count              // integer in [Min, Max]
+	Bool               // true or false
+)
+
+// Param is one accepted request param.
+type Param struct {
+	Key      string
+	Kind     Kind
+	Min, Max float64
+	Doc      string
+}
+
+// Values are the parsed params by key: float64 for Prob and PosNum, int for
+// Count, bool for Bool.
+type Values map[string]any
+
+// Float returns key's value, or def when the request did not set it.
+func (v Values) Float(key string, def float64) float64 {
+	if x, ok := v[key].(float64); ok {
+		return x
+	}
+	return def
+}
+
+// Int returns key's value, or def when the request did not set it.
+func (v Values) Int(key string, def int) int {
+	if x, ok := v[key].(int); ok {
+		return x
+	}
+	return def
+}
+
+// Bool returns key's value, or def when the request did not set it.
+func (v Values) Bool(key string, def bool) bool {
+	if x, ok := v[key].(bool); ok {
+		return x
+	}
+	return def
+}
+
+// Parse checks every key of raw against accepted; it returns the values, or
+// one FieldError per bad key, sorted by pointer.
+func Parse(task string, accepted []Param, raw map[string]json.RawMessage) (Values, []model.FieldError) {
+	vals := Values{}
+	var errs []model.FieldError
+	for key, val := range raw {
+		ptr := "/params/" + strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
+		p, ok := find(accepted, key)
+		if !ok {
+			keys := make([]string, len(accepted))
+			for i, a := range accepted {
+				keys[i] = a.Key
+			}
+			msg := fmt.Sprintf("unknown parameter %q for a %s model", key, task)
+			if len(keys) == 0 {
+				msg += " (it takes no params)"
+			} else {
+				msg += " (accepted: " + strings.Join(keys, ", ") + ")"
+			}
+			errs = append(errs, model.FieldError{Pointer: ptr, Message: msg})
+			continue
+		}
+		v, err := p.decode(val)
+		if err != nil {
+			errs = append(errs, model.FieldError{Pointer: ptr, Message: fmt.Sprintf("%s: %v (%s)", key, err, p.Doc)})
+			continue
+		}
+		vals[key] = v
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Pointer < errs[j].Pointer })
+	return vals, errs
+}
+
+func find(ps []Param, key string) (Param, bool) {
+	for _, p := range ps {
+		if p.Key == key {
+			return p, true
+		}
+	}
+	return Param{}, false
+}
+
+func (p Param) decode(raw json.RawMessage) (any, error) {
+	if p.Kind == Bool {
+		var b bool
+		if err := json.Unmarshal(raw, &b); err != nil {
+			return nil, fmt.Errorf("want true or false, got %s", clip(raw))
+		}
+		return b, nil
+	}
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return nil, fmt.Errorf("want a number, got %s", clip(raw))
+	}
+	switch p.Kind {
+	case Prob:
+		if f < 0 || f > 1 {
+			return nil, fmt.Errorf("%v is out of range", f)
+		}
+		return f, nil
+	case PosNum:
+		if f <= 0 || f > p.Max {
+			return nil, fmt.Errorf("%v is out of range", f)
+		}
+		return f, nil
+	}
+	if f != math.Trunc(f) || f < p.Min || f > p.Max {
+		return nil, fmt.Errorf("%v is not an integer in %v..%v", f, p.Min, p.Max)
+	}
+	return int(f), nil
+}
+
+func clip(raw json.RawMessage) string {
+	if len(raw) > 40 {
+		return string(raw[:40]) + "…"
+	}
+	return string(raw)
+}
+
+// Invalid turns FieldErrors met in Prepare (a server that skipped
+// ValidateParams) into an item error with the 422 status.
+func Invalid(errs []model.FieldError) error {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Pointer + ": " + e.Message
+	}
+	return &model.ItemError{Status: envelope.StatusInvalidRequest, Msg: strings.Join(msgs, "; ")}
+}

@@ -1,0 +1,97 @@
+package modelconf
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+type conf struct{ Head }
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "m.toml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadPathRule(t *testing.T) {
+	t.Setenv(EnvModelDir, "")
+	p := write(t, "model_dir = \"store\"\nmodel_file = \"a/b.onnx\"\n")
+	var c conf
+	f, err := Load(p, &c, func() string { return c.ModelDir })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Path(c.ModelFile); got != filepath.Join(filepath.Dir(p), "store", "a", "b.onnx") {
+		t.Errorf("relative to model_dir: %s", got)
+	}
+	if got := f.Path("/abs.onnx"); got != "/abs.onnx" {
+		t.Errorf("absolute: %s", got)
+	}
+	t.Setenv(EnvModelDir, "/models")
+	if f, _ = Load(p, &c, func() string { return c.ModelDir }); f.Path(c.ModelFile) != "/models/a/b.onnx" {
+		t.Errorf("%s set: %s", EnvModelDir, f.Path(c.ModelFile))
+	}
+	// Without model_dir the TOML's own directory is the store, whatever the
+	// environment says.
+	p = write(t, "model_file = \"b.onnx\"\n")
+	c = conf{}
+	if f, _ = Load(p, &c, func() string { return c.ModelDir }); f.Path(c.ModelFile) != filepath.Join(filepath.Dir(p), "b.onnx") {
+		t.Errorf("no model_dir: %s", f.Path(c.ModelFile))
+	}
+}
+
+func TestLoadRefuses(t *testing.T) {
+	var c conf
+	md := func() string { return c.ModelDir }
+	for _, tc := range []struct{ path, want string }{
+		{write(t, "model_file = \"x\"\ntypo = 1\n"), "unknown keys typo"},
+		{filepath.Join(t.TempDir(), "none.toml"), "not found"},
+		{write(t, "model_file = \n"), "model config"},
+		{"", "needs a model TOML"},
+	} {
+		if _, err := Load(tc.path, &c, md); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.path, err, tc.want)
+		}
+	}
+}
+
+func TestParse(t *testing.T) {
+	ps := []Param{{Key: "p", Kind: Prob, Doc: "prob"}, {Key: "n", Kind: Count, Min: 1, Max: 5, Doc: "count"},
+		{Key: "r", Kind: PosNum, Max: 4, Doc: "ratio"}, {Key: "b", Kind: Bool, Doc: "flag"}}
+	v, errs := Parse("x", ps, map[string]json.RawMessage{"p": json.RawMessage("0.25"), "n": json.RawMessage("5"),
+		"r": json.RawMessage("4"), "b": json.RawMessage("true")})
+	if errs != nil || v.Float("p", 1) != 0.25 || v.Int("n", 0) != 5 || v.Float("q", 0.5) != 0.5 || v.Int("m", 7) != 7 ||
+		v.Float("r", 0) != 4 || !v.Bool("b", false) || v.Bool("c", true) != true {
+		t.Fatalf("%v %v", v, errs)
+	}
+	_, errs = Parse("x", ps, map[string]json.RawMessage{"p": json.RawMessage("-0.1"), "n": json.RawMessage("0"),
+		"z~": json.RawMessage("1"), "s": json.RawMessage(`"` + strings.Repeat("a", 60) + `"`),
+		"r": json.RawMessage("0"), "b": json.RawMessage("1")})
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Pointer+" "+e.Message)
+	}
+	want := []string{
+		`/params/b b: want true or false, got 1 (flag)`,
+		`/params/n n: 0 is not an integer in 1..5 (count)`,
+		`/params/p p: -0.1 is out of range (prob)`,
+		`/params/r r: 0 is out of range (ratio)`,
+		`/params/s unknown parameter "s" for a x model (accepted: p, n, r, b)`,
+		`/params/z~0 unknown parameter "z~" for a x model (accepted: p, n, r, b)`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if _, errs := Parse("x", nil, map[string]json.RawMessage{"a": json.RawMessage("1")}); len(errs) != 1 || !strings.Contains(errs[0].Message, "takes no params") {
+		t.Fatalf("%v", errs)
+	}
+	if _, errs := Parse("x", ps, map[string]json.RawMessage{"p": json.RawMessage(`"` + strings.Repeat("a", 60) + `"`)}); len(errs) != 1 || !strings.Contains(errs[0].Message, "…") {
+		t.Fatalf("long value not clipped: %v", errs)
+	}
+}
