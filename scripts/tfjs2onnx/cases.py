@@ -35,7 +35,15 @@ class Graph:
         return name
 
     def const(self, name, arr, quant=None):
-        """quant: None (float32), "uint8" or "float16"."""
+        """quant: None (float32, or int32 for integer arrays), "uint8" or
+        "float16"."""
+        if np.asarray(arr).dtype.kind == "i":
+            arr = np.asarray(arr, "<i4")
+            self.weights.append({"name": name, "shape": list(arr.shape), "dtype": "int32"})
+            self.buf.append(arr.tobytes())
+            self.nodes.append({"name": name, "op": "Const", "attr": {"value": {"tensor": {}}, "dtype": {"type": "DT_INT32"}}})
+            self.vals[name] = arr
+            return name
         arr = np.asarray(arr, np.float32)
         w = {"name": name, "shape": list(arr.shape), "dtype": "float32"}
         if quant == "uint8":
@@ -116,6 +124,47 @@ def ref_conv(x, w, b, strides, padding, dil=(1, 1), depthwise=False):
     return out + b
 
 
+def ref_conv_transpose(x, w, out_hw, strides, padding):
+    """TF Conv2DBackpropInput: the adjoint of Conv2D(w) from an out_hw image
+    to x's size; w is [kh, kw, out_channels, in_channels]."""
+    n, ih, iw, _ = x.shape
+    kh, kw = w.shape[:2]
+    pads = []
+    for o, i, k, s in zip(out_hw, (ih, iw), (kh, kw), strides):
+        total = max((i - 1) * s + k - o, 0) if padding == "SAME" else 0
+        pads.append(total // 2)
+    out = np.zeros((n, out_hw[0] + 2 * kh + strides[0] * ih, out_hw[1] + 2 * kw + strides[1] * iw, w.shape[2]))
+    for a in range(kh):
+        for b in range(kw):
+            contrib = x.astype(np.float64) @ w[a, b].T.astype(np.float64)  # [n, ih, iw, out]
+            out[:, a:a + strides[0] * ih:strides[0], b:b + strides[1] * iw:strides[1]] += contrib
+    return out[:, pads[0]:pads[0] + out_hw[0], pads[1]:pads[1] + out_hw[1]]
+
+
+def ref_resize_bilinear(x, size, align_corners=False, half_pixel=False):
+    """TF ResizeBilinear on NHWC x."""
+    def axis(n_in, n_out):
+        d = np.arange(n_out, dtype=np.float64)
+        if align_corners and n_out > 1:
+            src = d * (n_in - 1) / (n_out - 1)
+        elif half_pixel:
+            src = (d + 0.5) * n_in / n_out - 0.5
+        else:
+            src = d * n_in / n_out
+        lo = np.floor(src)
+        frac = src - lo
+        return np.clip(lo, 0, n_in - 1).astype(int), np.clip(lo + 1, 0, n_in - 1).astype(int), frac
+    y0, y1, fy = axis(x.shape[1], size[0])
+    x0, x1, fx = axis(x.shape[2], size[1])
+    top = x[:, y0][:, :, x0] * (1 - fx)[None, None, :, None] + x[:, y0][:, :, x1] * fx[None, None, :, None]
+    bot = x[:, y1][:, :, x0] * (1 - fx)[None, None, :, None] + x[:, y1][:, :, x1] * fx[None, None, :, None]
+    return top * (1 - fy)[None, :, None, None] + bot * fy[None, :, None, None]
+
+
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
 def relu6(x):
     return np.clip(x, 0, 6)
 
@@ -192,7 +241,56 @@ def conv_map(rng):
     return model, g.shard(), ref, [3, 7, 10, 3]
 
 
-CASES = {"mobilenet_like": mobilenet_like, "conv_map": conv_map}
+def segmenter_like(rng):
+    """The ops of MediaPipe's selfie segmenter: unfused convolutions,
+    hard-swish, squeeze-excite, AddN, bilinear up-sampling (both modes) and
+    a transposed convolution back to the input size. The placeholder fixes
+    batch 1 as the real graph does; converted with dynamic batch, it runs
+    on 2."""
+    g = Graph(rng)
+    x = g.placeholder("input_1", [1, 12, 12, 3])
+    g.rand("c1_w", [3, 3, 3, 4], "float16")
+    g.op("c1", "Conv2D", [x, "c1_w"], **{k: v for k, v in conv_attrs((2, 2)).items() if k not in ("fused_ops", "num_args")})
+    g.rand("c1_b", [4])
+    g.op("c1b", "Add", ["c1", "c1_b"])
+    g.const("three", 3.0)
+    g.const("sixth", 1 / 6)
+    g.op("hs_a", "AddV2", ["c1b", "three"])
+    g.op("hs_r", "Relu6", ["hs_a"])
+    g.op("hs_m", "Mul", ["sixth", "hs_r"])  # const first, as in the real graph
+    g.op("hs", "Mul", ["c1b", "hs_m"])
+    g.rand("dw_w", [3, 3, 4, 1])
+    g.op("dw", "DepthwiseConv2dNative", ["hs", "dw_w"], **{k: v for k, v in conv_attrs((1, 1)).items() if k not in ("fused_ops", "num_args")})
+    g.op("dwr", "Relu", ["dw"])
+    g.op("se_p", "AvgPool", ["dwr"], ksize=ints(1, 6, 6, 1), strides=ints(1, 6, 6, 1),
+         padding={"s": B64("VALID")}, data_format={"s": B64("NHWC")})
+    g.op("se_s", "Sigmoid", ["se_p"])
+    g.op("se", "Mul", ["dwr", "se_s"])
+    g.op("sum", "AddN", ["se", "hs", "dwr"], N={"i": "3"})
+    g.const("up_hw", np.array([9, 9]))
+    g.op("up", "ResizeBilinear", ["sum", "up_hw"], half_pixel_centers={"b": True}, align_corners={"b": False})
+    g.const("up2_hw", np.array([6, 6]))
+    g.op("up2", "ResizeBilinear", ["up", "up2_hw"], half_pixel_centers={"b": False}, align_corners={"b": True})
+    g.rand("tw", [3, 3, 2, 4])
+    g.const("tshape", np.array([1, 12, 12, 2]))
+    g.op("seg", "Conv2DBackpropInput", ["tshape", "tw", "up2"], strides=ints(1, 2, 2, 1), padding={"s": B64("SAME")},
+         data_format={"s": B64("NHWC")}, dilations=ints(1, 1, 1, 1))
+    g.op("mask", "Sigmoid", ["seg"])
+    model = g.model(["mask"])
+
+    def ref(xin):
+        v = g.vals
+        t = ref_conv(xin, v["c1_w"], 0, (2, 2), "SAME") + v["c1_b"]
+        hs = t * (relu6(t + 3) * (1 / 6))
+        d = np.maximum(ref_conv(hs, v["dw_w"], 0, (1, 1), "SAME", depthwise=True), 0)
+        se = d * sigmoid(d.mean(axis=(1, 2), keepdims=True))
+        u = ref_resize_bilinear(se + hs + d, (9, 9), half_pixel=True)
+        u = ref_resize_bilinear(u, (6, 6), align_corners=True)
+        return sigmoid(ref_conv_transpose(u, v["tw"], (12, 12), (2, 2), "SAME"))
+    return model, g.shard(), ref, [2, 12, 12, 3]
+
+
+CASES = {"mobilenet_like": mobilenet_like, "conv_map": conv_map, "segmenter_like": segmenter_like}
 
 
 def write(outdir):
@@ -220,7 +318,7 @@ def write(outdir):
         want = ref(xin.astype(np.float64)).astype(np.float32)
         for layout in ("nhwc", "nchw"):
             case = "%s_%s" % (name, layout)
-            m = tfjs2onnx.convert(mpath, nchw_input=layout == "nchw")
+            m = tfjs2onnx.convert(mpath, nchw_input=layout == "nchw", dynamic_batch=True)
             with open(os.path.join(outdir, case + ".onnx"), "wb") as f:
                 f.write(m.SerializeToString())
             feed = xin if layout == "nhwc" else xin.transpose(0, 3, 1, 2)

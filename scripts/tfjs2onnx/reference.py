@@ -51,10 +51,25 @@ def evaluate(model, weights, feed):
             return ins[0] - ins[1]
         if op == "Mul":
             return ins[0] * ins[1]
-        if op in ("_FusedConv2D", "FusedDepthwiseConv2dNative"):
+        if op in ("_FusedConv2D", "FusedDepthwiseConv2dNative", "Conv2D", "DepthwiseConv2dNative"):
             st, dl = a(n, "strides")[1:3], a(n, "dilations", [1, 1, 1, 1])[1:3]
-            y = cases.ref_conv(ins[0], ins[1], ins[2], st, a(n, "padding"), dl, depthwise=op != "_FusedConv2D")
-            return _act(n, y)
+            fused = op.startswith("_") or op.startswith("Fused")
+            y = cases.ref_conv(ins[0], ins[1], ins[2] if fused else 0, st, a(n, "padding"), dl,
+                               depthwise="Depthwise" in op)
+            return _act(n, y) if fused else y
+        if op == "Conv2DBackpropInput":
+            return cases.ref_conv_transpose(ins[2], ins[1], [int(v) for v in ins[0][1:3]], a(n, "strides")[1:3], a(n, "padding"))
+        if op == "ResizeBilinear":
+            return cases.ref_resize_bilinear(ins[0], [int(v) for v in ins[1]], a(n, "align_corners", False),
+                                             a(n, "half_pixel_centers", False))
+        if op == "Relu":
+            return np.maximum(ins[0], 0)
+        if op == "Relu6":
+            return _relu6(ins[0])
+        if op == "Sigmoid":
+            return cases.sigmoid(ins[0])
+        if op == "AddN":
+            return sum(ins)
         if op == "_FusedMatMul":
             b = ins[1].T if a(n, "transpose_b", False) else ins[1]
             return _act(n, ins[0] @ b + ins[2])

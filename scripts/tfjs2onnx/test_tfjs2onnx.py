@@ -118,6 +118,28 @@ class Refusals(unittest.TestCase):
             self.assertFalse(os.path.exists(out))
 
 
+class NumpyReference(unittest.TestCase):
+    """The op definitions the converted graphs are checked against."""
+
+    def test_conv_transpose_is_the_adjoint_of_conv(self):
+        rng = np.random.default_rng(3)
+        for out_hw, s, pad in (((12, 12), 2, "SAME"), ((11, 7), 2, "SAME"), ((9, 9), 1, "SAME"), ((9, 11), 2, "VALID")):
+            w = rng.standard_normal((3, 3, 2, 4))  # conv from 2 to 4 channels; its transpose from 4 to 2
+            y = rng.standard_normal((1, out_hw[0], out_hw[1], 2))
+            cy = cases.ref_conv(y, w, 0, (s, s), pad)
+            x = rng.standard_normal(cy.shape)
+            ctx = cases.ref_conv_transpose(x, w, out_hw, (s, s), pad)
+            self.assertEqual(ctx.shape, y.shape)
+            self.assertAlmostEqual(float((cy * x).sum()), float((y * ctx).sum()), places=8)
+
+    def test_resize_bilinear_modes(self):
+        x = np.array([0.0, 1.0]).reshape(1, 1, 2, 1)
+        got = lambda **kw: cases.ref_resize_bilinear(x, (1, 4), **kw)[0, 0, :, 0].tolist()  # noqa: E731
+        self.assertEqual(got(half_pixel=True), [0.0, 0.25, 0.75, 1.0])
+        self.assertEqual(got(), [0.0, 0.5, 1.0, 1.0])
+        self.assertEqual(cases.ref_resize_bilinear(x, (1, 3), align_corners=True)[0, 0, :, 0].tolist(), [0.0, 0.5, 1.0])
+
+
 class Output(unittest.TestCase):
     def test_checker_and_layouts(self):
         model, shard = tiny(lambda n: None)

@@ -260,12 +260,13 @@ NCHW_TO_NHWC = [0, 2, 3, 1]
 
 
 class Converter:
-    def __init__(self, model, weights, nchw_input=False, outputs=None, opset=13):
+    def __init__(self, model, weights, nchw_input=False, outputs=None, opset=13, dynamic_batch=False):
         topo = model.get("modelTopology", model)
         self.nodes = {n["name"]: n for n in topo["node"]}
         self.order = [n["name"] for n in topo["node"]]
         self.weights = weights
         self.nchw_input = nchw_input
+        self.dynamic_batch = dynamic_batch
         self.opset = opset
         self.out_names = outputs or self._default_outputs(model)
         self.onnx_nodes, self.inits, self.inputs = [], [], []
@@ -348,6 +349,8 @@ def _placeholder(c, node, ins):
         raise ConversionError("input %s: dtype %s is not supported (float32 only)" % (node["name"], dtype))
     name = node["name"].replace("/", "_")
     onnx_shape = [d if d > 0 else "N" for d in shape]
+    if c.dynamic_batch and shape:
+        onnx_shape[0] = "N"
     if len(shape) == 4 and c.nchw_input:
         onnx_shape = [onnx_shape[i] for i in NHWC_TO_NCHW]
         c.inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, onnx_shape))
@@ -462,28 +465,98 @@ def _conv_input(c, node, ins, n_args):
     return x
 
 
-def _fused_conv2d(c, node, ins):
-    fused = _fused_list(node)
-    x = _conv_input(c, node, ins, _attr(node, "num_args", 1))
-    w = ins[1].const.transpose(3, 2, 0, 1)  # HWIO → OIHW
-    name = node["name"].replace("/", "_")
-    out = c.emit("Conv", [x.name, c.init(w, name + "_w"), c.init(ins[2].const, name + "_b")], "conv",
-                 strides=_spatial(node, "strides"), dilations=_spatial(node, "dilations"),
-                 kernel_shape=list(w.shape[2:]), **_pad_attrs(node, w.shape[2:]))
-    return _T(_activation(c, out, node, fused), 4, nchw=True)
+def _conv2d(fused):
+    def fn(c, node, ins):
+        acts = _fused_list(node) if fused else []
+        x = _conv_input(c, node, ins, _attr(node, "num_args", 1) if fused else 0)
+        w = ins[1].const.transpose(3, 2, 0, 1)  # HWIO → OIHW
+        name = node["name"].replace("/", "_")
+        args = [x.name, c.init(w, name + "_w")] + ([c.init(ins[2].const, name + "_b")] if fused else [])
+        out = c.emit("Conv", args, "conv", strides=_spatial(node, "strides"), dilations=_spatial(node, "dilations"),
+                     kernel_shape=list(w.shape[2:]), **_pad_attrs(node, w.shape[2:]))
+        return _T(_activation(c, out, node, acts), 4, nchw=True)
+    return fn
 
 
-def _fused_depthwise(c, node, ins):
-    fused = _fused_list(node)
-    x = _conv_input(c, node, ins, _attr(node, "num_args", 1))
-    kh, kw, ch, mult = ins[1].const.shape
-    # TF output channel c·mult+m is ONNX group c's m-th output.
-    w = ins[1].const.reshape(kh, kw, ch * mult).transpose(2, 0, 1).reshape(ch * mult, 1, kh, kw)
+def _depthwise(fused):
+    def fn(c, node, ins):
+        acts = _fused_list(node) if fused else []
+        x = _conv_input(c, node, ins, _attr(node, "num_args", 1) if fused else 0)
+        kh, kw, ch, mult = ins[1].const.shape
+        # TF output channel c·mult+m is ONNX group c's m-th output.
+        w = ins[1].const.reshape(kh, kw, ch * mult).transpose(2, 0, 1).reshape(ch * mult, 1, kh, kw)
+        name = node["name"].replace("/", "_")
+        args = [x.name, c.init(w, name + "_w")] + ([c.init(ins[2].const, name + "_b")] if fused else [])
+        out = c.emit("Conv", args, "dwconv", strides=_spatial(node, "strides"), dilations=_spatial(node, "dilations"),
+                     kernel_shape=[kh, kw], group=ch, **_pad_attrs(node, [kh, kw]))
+        return _T(_activation(c, out, node, acts), 4, nchw=True)
+    return fn
+
+
+def _conv_transpose(c, node, ins):
+    """Conv2DBackpropInput(output_shape, filter, x): the gradient of a
+    convolution, i.e. ONNX ConvTranspose with TF's padding made explicit."""
+    shape, filt, x = ins
+    if shape.const is None or filt.const is None or not x.nchw:
+        raise ConversionError("node %s: want a constant output shape and filter and a 4-D image input" % node["name"])
+    _check_nhwc(node)
+    if _spatial(node, "dilations") != [1, 1]:
+        raise ConversionError("node %s: dilated transposed convolution is not supported" % node["name"])
+    kh, kw = filt.const.shape[:2]
+    strides = _spatial(node, "strides")
+    out_hw = [int(v) for v in shape.const[1:3]]
+    pads, extra = [0, 0, 0, 0], [0, 0]
+    for i, (o, k, s) in enumerate(zip(out_hw, (kh, kw), strides)):
+        if _attr(node, "padding") == "SAME":
+            n_in = -(-o // s)
+            total = max((n_in - 1) * s + k - o, 0)
+        elif _attr(node, "padding") == "VALID":
+            n_in = (o - k) // s + 1
+            total = 0
+        else:
+            raise ConversionError("node %s: padding %s is not supported" % (node["name"], _attr(node, "padding")))
+        pads[i], pads[i + 2] = total // 2, total - total // 2
+        extra[i] = o - ((n_in - 1) * s + k - total)
+    w = filt.const.transpose(3, 2, 0, 1)  # [kh, kw, out, in] → [in, out, kh, kw]
     name = node["name"].replace("/", "_")
-    out = c.emit("Conv", [x.name, c.init(w, name + "_w"), c.init(ins[2].const, name + "_b")], "dwconv",
-                 strides=_spatial(node, "strides"), dilations=_spatial(node, "dilations"),
-                 kernel_shape=[kh, kw], group=ch, **_pad_attrs(node, [kh, kw]))
-    return _T(_activation(c, out, node, fused), 4, nchw=True)
+    out = c.emit("ConvTranspose", [x.name, c.init(w, name + "_w")], "deconv", strides=strides,
+                 kernel_shape=[kh, kw], pads=pads, output_padding=extra)
+    return _T(out, 4, nchw=True)
+
+
+def _unary(onnx_op):
+    def fn(c, node, ins):
+        x = ins[0]
+        if onnx_op == "Relu6":
+            out = c.emit("Clip", [x.name, c.init(np.float32(0), "zero"), c.init(np.float32(6), "six")], "relu6")
+        else:
+            out = c.emit(onnx_op, [x.name], onnx_op.lower())
+        return _T(out, x.rank, nchw=x.nchw)
+    return fn
+
+
+def _addn(c, node, ins):
+    if any(t.const is not None for t in ins) or len({t.nchw for t in ins}) != 1:
+        raise ConversionError("node %s: AddN over constants or mixed layouts is not supported" % node["name"])
+    return _T(c.emit("Sum", [t.name for t in ins], "sum"), ins[0].rank, nchw=ins[0].nchw)
+
+
+def _resize_bilinear(c, node, ins):
+    x, size = ins
+    if not x.nchw or size.const is None:
+        raise ConversionError("node %s: want a 4-D image and a constant size" % node["name"])
+    if _attr(node, "align_corners", False):
+        mode = "align_corners"
+    elif _attr(node, "half_pixel_centers", False):
+        mode = "half_pixel"
+    else:
+        mode = "asymmetric"
+    # sizes = [N, C] of the input, then the constant [H, W].
+    nc = c.emit("Slice", [c.emit("Shape", [x.name], "shape"), c.init(np.array([0], np.int64), "start"),
+                          c.init(np.array([2], np.int64), "end")], "nc")
+    sizes = c.emit("Concat", [nc, c.init(size.const.astype(np.int64), "hw")], "sizes", axis=0)
+    out = c.emit("Resize", [x.name, "", "", sizes], "resize", mode="linear", coordinate_transformation_mode=mode)
+    return _T(out, 4, nchw=True)
 
 
 def _fused_matmul(c, node, ins):
@@ -541,8 +614,16 @@ OPS = {
     "Add": _binary("Add"),
     "Sub": _binary("Sub"),
     "Mul": _binary("Mul"),
-    "_FusedConv2D": _fused_conv2d,
-    "FusedDepthwiseConv2dNative": _fused_depthwise,
+    "_FusedConv2D": _conv2d(fused=True),
+    "FusedDepthwiseConv2dNative": _depthwise(fused=True),
+    "Conv2D": _conv2d(fused=False),
+    "DepthwiseConv2dNative": _depthwise(fused=False),
+    "Conv2DBackpropInput": _conv_transpose,
+    "Relu": _unary("Relu"),
+    "Relu6": _unary("Relu6"),
+    "Sigmoid": _unary("Sigmoid"),
+    "AddN": _addn,
+    "ResizeBilinear": _resize_bilinear,
     "_FusedMatMul": _fused_matmul,
     "AvgPool": _avgpool,
     "Squeeze": _squeeze,
@@ -568,13 +649,13 @@ def shard_paths(model_path, model):
     return out
 
 
-def convert(model_path, weight_paths=None, nchw_input=False, outputs=None, opset=13):
+def convert(model_path, weight_paths=None, nchw_input=False, outputs=None, opset=13, dynamic_batch=False):
     model = read_model_json(model_path)
     if model.get("format") not in (None, "graph-model"):
         raise ConversionError("%s: format %r is not a TF.js graph model" % (model_path, model.get("format")))
     paths = weight_paths or shard_paths(model_path, model)
     weights = decode_weights(model["weightsManifest"], [read_shard(p) for p in paths])
-    return Converter(model, weights, nchw_input=nchw_input, outputs=outputs, opset=opset).run()
+    return Converter(model, weights, nchw_input=nchw_input, outputs=outputs, opset=opset, dynamic_batch=dynamic_batch).run()
 
 
 def main(argv=None):
@@ -584,10 +665,11 @@ def main(argv=None):
     ap.add_argument("--weights", nargs="+", help="shard files in manifest order (default: the manifest's paths)")
     ap.add_argument("--nchw-input", action="store_true", help="take 4-D inputs as NCHW instead of NHWC")
     ap.add_argument("--output", action="append", help="graph output node (default: the signature's)")
+    ap.add_argument("--dynamic-batch", action="store_true", help="make the input's batch dimension symbolic (N) even where the graph fixes it")
     ap.add_argument("--opset", type=int, default=13)
     a = ap.parse_args(argv)
     try:
-        m = convert(a.model, a.weights, a.nchw_input, a.output, a.opset)
+        m = convert(a.model, a.weights, a.nchw_input, a.output, a.opset, a.dynamic_batch)
     except ConversionError as e:
         print("tfjs2onnx: %s" % e, file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/fe64bb06/frontdoor/mortred/model/imageio"
@@ -97,56 +98,69 @@ func TestTFJSConvertedGraphsMatchNumpy(t *testing.T) {
 	}
 }
 
-// TestTFJSRealModelMatchesNumpy checks the converted nsfwjs graph that
+// TestTFJSRealModelsMatchNumpy checks the converted graphs that
 // setup-models serves against reference.py's numpy evaluation of the TF.js
-// graph it came from (kept next to it), on a real photograph.
-func TestTFJSRealModelMatchesNumpy(t *testing.T) {
+// graph each came from (kept next to it), on a real photograph.
+func TestTFJSRealModelsMatchNumpy(t *testing.T) {
 	if err := Init(orttest.Lib(t)); err != nil {
 		t.Fatal(err)
 	}
-	base := filepath.Join(orttest.ModelDir(t), "nsfwjs", "mobilenet_v2_mid")
-	img, err := imageio.Decode(modeltest.Photo(t, "astronaut.png"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img = img.Resize(224, 224)
-	const n = 224 * 224
-	nchw := make([]float32, 3*n)
-	nhwc := make([]byte, 4*3*n)
-	for i := range n {
-		for c := range 3 {
-			v := float32(img.Pix[3*i+c]) / 255
-			nchw[c*n+i] = v
-			binary.LittleEndian.PutUint32(nhwc[4*(3*i+c):], math.Float32bits(v))
-		}
-	}
-	dir := t.TempDir()
-	in, want := filepath.Join(dir, "in.f32"), filepath.Join(dir, "want.f32")
-	if err := os.WriteFile(in, nhwc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(debPython, filepath.Join(converterDir(t), "reference.py"), filepath.Join(base+".tfjs", "model.min.js"),
-		in, "1", "224", "224", "3", want)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("reference.py (the TF.js sources come with `make setup-models`): %v\n%s", err, out)
-	}
-	s, err := NewSession(Config{ModelPath: base + ".onnx", Inputs: []string{"input"}, Outputs: []string{"Identity"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	out, err := s.Run(context.Background(), []Tensor{{Shape: []int64{1, 3, 224, 224}, Data: nchw}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := readF32(t, want)
-	if len(ref) != 5 || len(out[0].Data) != 5 {
-		t.Fatalf("outputs: ORT %v, numpy %v", out[0].Data, ref)
-	}
-	for i := range ref {
-		if d := math.Abs(float64(out[0].Data[i] - ref[i])); d > 1e-4 {
-			t.Fatalf("class %d: ONNX Runtime %v, numpy %v", i, out[0].Data, ref)
-		}
+	for _, c := range []struct {
+		base, source, input, output string
+		size, outLen                int
+	}{
+		{"nsfwjs/mobilenet_v2_mid", "model.min.js", "input", "Identity", 224, 5},
+		{"selfie/selfie", "selfie.json", "input_1", "activation_10", 256, 256 * 256},
+	} {
+		t.Run(c.base, func(t *testing.T) {
+			base := filepath.Join(orttest.ModelDir(t), c.base)
+			img, err := imageio.Decode(modeltest.Photo(t, "astronaut.png"), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			img = img.Resize(c.size, c.size)
+			n := c.size * c.size
+			nchw := make([]float32, 3*n)
+			nhwc := make([]byte, 4*3*n)
+			for i := range n {
+				for ch := range 3 {
+					v := float32(img.Pix[3*i+ch]) / 255
+					nchw[ch*n+i] = v
+					binary.LittleEndian.PutUint32(nhwc[4*(3*i+ch):], math.Float32bits(v))
+				}
+			}
+			dir := t.TempDir()
+			in, want := filepath.Join(dir, "in.f32"), filepath.Join(dir, "want.f32")
+			if err := os.WriteFile(in, nhwc, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			side := strconv.Itoa(c.size)
+			cmd := exec.Command(debPython, filepath.Join(converterDir(t), "reference.py"), filepath.Join(base+".tfjs", c.source),
+				in, "1", side, side, "3", want)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("reference.py (the TF.js sources come with `make setup-models`): %v\n%s", err, out)
+			}
+			s, err := NewSession(Config{ModelPath: base + ".onnx", Inputs: []string{c.input}, Outputs: []string{c.output}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			out, err := s.Run(context.Background(), []Tensor{{Shape: []int64{1, 3, int64(c.size), int64(c.size)}, Data: nchw}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := readF32(t, want)
+			if len(ref) != c.outLen || len(out[0].Data) != c.outLen {
+				t.Fatalf("outputs: ORT %d values, numpy %d, want %d", len(out[0].Data), len(ref), c.outLen)
+			}
+			var worst float64
+			for i := range ref {
+				worst = max(worst, math.Abs(float64(out[0].Data[i]-ref[i])))
+			}
+			if worst > 1e-4 {
+				t.Fatalf("ONNX Runtime and numpy differ by up to %v", worst)
+			}
+		})
 	}
 }
 
