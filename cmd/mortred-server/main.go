@@ -19,6 +19,7 @@ import (
 	// Model types this binary can serve.
 	_ "github.com/fe64bb06/frontdoor/mortred/model/face"
 	_ "github.com/fe64bb06/frontdoor/mortred/model/ppocr"
+	_ "github.com/fe64bb06/frontdoor/mortred/model/segment"
 	_ "github.com/fe64bb06/frontdoor/mortred/model/testmodel"
 )
 

@@ -37,6 +37,21 @@ type FaceDetectionParams struct {
 	MaxResults     int     `json:"max_results,omitempty" doc:"most faces returned, 0..1000, 0 = all"`
 }
 
+// Segmentation is the payload of a segmentation model: the mask of its one
+// class (a person, for the selfie segmenter) at the input image's size.
+type Segmentation struct {
+	Mask     string     `json:"mask" doc:"base64 PNG, 8-bit grey, input-image size: 255 in the mask, 0 outside"`
+	Width    int        `json:"width"`
+	Height   int        `json:"height"`
+	BBox     [4]float64 `json:"bbox" doc:"x1, y1, x2, y2 of the mask in input pixels (x2, y2 exclusive); all 0 when the mask is empty"`
+	Coverage float64    `json:"coverage" doc:"fraction of the image's pixels in the mask, 0..1"`
+}
+
+// SegmentationParams are the params of a segmentation model.
+type SegmentationParams struct {
+	Threshold float64 `json:"threshold,omitempty" doc:"mask probability at or above which a pixel is in the mask, 0..1"`
+}
+
 // TextDetection is one text region of a DBNet payload (data is an array).
 type TextDetection struct {
 	Score   float64      `json:"score"`
@@ -78,6 +93,7 @@ var payloads = []Payload{
 	{"Classification", reflect.TypeFor[Classification](), false},
 	{"Detection", reflect.TypeFor[Detection](), true},
 	{"FaceDetection", reflect.TypeFor[FaceDetection](), true},
+	{"Segmentation", reflect.TypeFor[Segmentation](), false},
 	{"TextDetection", reflect.TypeFor[TextDetection](), true},
 	{"TextRecognition", reflect.TypeFor[TextRecognition](), false},
 	{"OCRLine", reflect.TypeFor[OCRLine](), true},
@@ -93,4 +109,5 @@ type ParamsSchema struct {
 
 var paramsSchemas = []ParamsSchema{
 	{"FaceDetectionParams", reflect.TypeFor[FaceDetectionParams]()},
+	{"SegmentationParams", reflect.TypeFor[SegmentationParams]()},
 }

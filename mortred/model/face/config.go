@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/fe64bb06/frontdoor/mortred/model/imageio"
 	"github.com/fe64bb06/frontdoor/mortred/model/modelconf"
 )
 
@@ -26,9 +25,6 @@ type config struct {
 	ScoreThreshold float64 `toml:"score_threshold"`
 	NMSIoU         float64 `toml:"nms_iou"`
 	MaxResults     int     `toml:"max_results"`
-	MaxPixels      int     `toml:"max_pixels"`
-
-	files modelconf.Files
 }
 
 // grid is one anchor layer: Cells×Cells cells, Anchors per cell, all
@@ -41,13 +37,8 @@ type grid struct {
 
 func loadConfig(path string) (*config, error) {
 	c := &config{}
-	files, err := modelconf.Load(path, c, func() string { return c.ModelDir })
-	if err != nil {
+	if err := modelconf.Load(path, c); err != nil {
 		return nil, err
-	}
-	c.files = files
-	if c.MaxPixels == 0 {
-		c.MaxPixels = imageio.DefaultMaxPixels
 	}
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("model config %s: %w", path, err)
@@ -77,9 +68,6 @@ func (c *config) validate() error {
 	}
 	if c.MaxResults < 0 || c.MaxResults > maxResults {
 		errs = append(errs, fmt.Errorf("max_results %d: want 0..%d", c.MaxResults, maxResults))
-	}
-	if c.MaxPixels < 0 {
-		errs = append(errs, fmt.Errorf("max_pixels %d: must be ≥ 0", c.MaxPixels))
 	}
 	return errors.Join(errs...)
 }

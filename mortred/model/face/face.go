@@ -62,7 +62,7 @@ func newModel(path string, opts model.Options) (model.Model, error) {
 	for i := range cfg.Grids {
 		outs = append(outs, cfg.ScoreOutputs[i], cfg.BoxOutputs[i])
 	}
-	sess, err := ort.NewSession(ort.Config{ModelPath: cfg.files.Path(cfg.ModelFile), Inputs: []string{cfg.InputName},
+	sess, err := ort.NewSession(ort.Config{ModelPath: cfg.Path(cfg.ModelFile), Inputs: []string{cfg.InputName},
 		Outputs: outs, IntraOpThreads: opts.IntraOpThreads})
 	if err != nil {
 		return nil, err
@@ -78,13 +78,7 @@ func newModel(path string, opts model.Options) (model.Model, error) {
 }
 
 // Info implements model.Model.
-func (m *Model) Info() model.Info {
-	name := m.cfg.Name
-	if name == "" {
-		name = task
-	}
-	return model.Info{Name: name, Version: m.cfg.Version, Task: task}
-}
+func (m *Model) Info() model.Info { return m.cfg.Info(task) }
 
 // ValidateParams implements model.Model.
 func (m *Model) ValidateParams(p map[string]json.RawMessage) []model.FieldError {
@@ -94,11 +88,7 @@ func (m *Model) ValidateParams(p map[string]json.RawMessage) []model.FieldError 
 
 // Prepare implements model.Model: decode, letterbox, and fix the params.
 func (m *Model) Prepare(image []byte, p map[string]json.RawMessage) (model.Input, error) {
-	vals, errs := modelconf.Parse(task, params, p)
-	if errs != nil {
-		return nil, modelconf.Invalid(errs)
-	}
-	img, err := imageio.Decode(image, m.cfg.MaxPixels)
+	vals, img, err := m.cfg.Decode(task, params, p, image)
 	if err != nil {
 		return nil, err
 	}

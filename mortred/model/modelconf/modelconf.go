@@ -20,6 +20,7 @@ import (
 	"github.com/fe64bb06/frontdoor/internal/envconf"
 	"github.com/fe64bb06/frontdoor/mortred/envelope"
 	"github.com/fe64bb06/frontdoor/mortred/model"
+	"github.com/fe64bb06/frontdoor/mortred/model/imageio"
 )
 
 // EnvModelDir relocates the model store: when set, it replaces the model_dir
@@ -43,43 +44,61 @@ func (f Files) Path(p string) string {
 	return filepath.Join(f.Store, p)
 }
 
-// Load decodes the TOML at path into v, refusing unknown keys, and returns
-// the path rule for its files given its model_dir value (read from v by
-// modelDir after decoding).
-func Load(path string, v any, modelDir func() string) (Files, error) {
+// Decode decodes the TOML at path into v, refusing unknown keys, and
+// returns the file's absolute directory.
+func Decode(path string, v any) (string, error) {
 	if path == "" {
-		return Files{}, errors.New("this model type needs a model TOML (model_config_file_path)")
+		return "", errors.New("this model type needs a model TOML (model_config_file_path)")
 	}
 	md, err := toml.DecodeFile(path, v)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return Files{}, fmt.Errorf("model config %s not found: check model_config_file_path", path)
+			return "", fmt.Errorf("model config %s not found: check model_config_file_path", path)
 		}
-		return Files{}, fmt.Errorf("model config %s: %v", path, err)
+		return "", fmt.Errorf("model config %s: %v", path, err)
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		keys := make([]string, len(und))
 		for i, k := range und {
 			keys[i] = k.String()
 		}
-		return Files{}, fmt.Errorf("model config %s: unknown keys %s", path, strings.Join(keys, ", "))
+		return "", fmt.Errorf("model config %s: unknown keys %s", path, strings.Join(keys, ", "))
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return Files{}, err
+		return "", err
 	}
-	f := Files{Dir: filepath.Dir(abs)}
-	f.Store = f.Dir
-	if md := modelDir(); md != "" {
-		f.Store = envconf.OS().String(EnvModelDir, "")
-		if f.Store == "" {
-			f.Store = md
-			if !filepath.IsAbs(md) {
-				f.Store = filepath.Join(f.Dir, md)
+	return filepath.Dir(abs), nil
+}
+
+// Headed is a model type's config struct: one that embeds Head.
+type Headed interface{ head() *Head }
+
+// Load decodes the TOML at path into v (refusing unknown keys), resolves
+// the path rule for its files and defaults max_pixels.
+func Load(path string, v Headed) error {
+	dir, err := Decode(path, v)
+	if err != nil {
+		return err
+	}
+	h := v.head()
+	h.files = Files{Dir: dir, Store: dir}
+	if h.ModelDir != "" {
+		h.files.Store = envconf.OS().String(EnvModelDir, "")
+		if h.files.Store == "" {
+			h.files.Store = h.ModelDir
+			if !filepath.IsAbs(h.ModelDir) {
+				h.files.Store = filepath.Join(dir, h.ModelDir)
 			}
 		}
 	}
-	return f, nil
+	if h.MaxPixels == 0 {
+		h.MaxPixels = imageio.DefaultMaxPixels
+	}
+	if h.MaxPixels < 0 {
+		return fmt.Errorf("model config %s: max_pixels %d: must be ≥ 0", path, h.MaxPixels)
+	}
+	return nil
 }
 
 // Head is the keys every model TOML starts with (embedded in each type's
@@ -100,6 +119,44 @@ type Head struct {
 	// ModelDir is the model store; see the path rule above.
 	ModelDir  string `toml:"model_dir"`
 	ModelFile string `toml:"model_file"`
+	// MaxPixels bounds width × height of a request image, checked before
+	// decoding; 0 means imageio.DefaultMaxPixels.
+	MaxPixels int `toml:"max_pixels"`
+
+	files Files
+}
+
+func (h *Head) head() *Head { return h }
+
+// Path resolves a file key by the path rule (valid after Load).
+func (h *Head) Path(p string) string { return h.files.Path(p) }
+
+// Dir is the TOML file's absolute directory (valid after Load).
+func (h *Head) Dir() string { return h.files.Dir }
+
+// Info is the model.Info of a model of this task; the name defaults to the
+// task.
+func (h *Head) Info(task string) model.Info {
+	name := h.Name
+	if name == "" {
+		name = task
+	}
+	return model.Info{Name: name, Version: h.Version, Task: task}
+}
+
+// Decode is the common start of a Prepare: the params checked against
+// accepted (an error is the 422 item error) and the image decoded within
+// max_pixels.
+func (h *Head) Decode(task string, accepted []Param, raw map[string]json.RawMessage, image []byte) (Values, *imageio.RGB, error) {
+	vals, errs := Parse(task, accepted, raw)
+	if errs != nil {
+		return nil, nil, Invalid(errs)
+	}
+	img, err := imageio.Decode(image, h.MaxPixels)
+	if err != nil {
+		return nil, nil, err
+	}
+	return vals, img, nil
 }
 
 // Kind is a param's value type.

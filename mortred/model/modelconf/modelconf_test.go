@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fe64bb06/frontdoor/mortred/model/imageio"
 )
 
 type conf struct{ Head }
@@ -23,10 +25,13 @@ func TestLoadPathRule(t *testing.T) {
 	t.Setenv(EnvModelDir, "")
 	p := write(t, "model_dir = \"store\"\nmodel_file = \"a/b.onnx\"\n")
 	var c conf
-	f, err := Load(p, &c, func() string { return c.ModelDir })
-	if err != nil {
+	if err := Load(p, &c); err != nil {
 		t.Fatal(err)
 	}
+	if c.MaxPixels != imageio.DefaultMaxPixels {
+		t.Errorf("max_pixels default %d", c.MaxPixels)
+	}
+	f := c.files
 	if got := f.Path(c.ModelFile); got != filepath.Join(filepath.Dir(p), "store", "a", "b.onnx") {
 		t.Errorf("relative to model_dir: %s", got)
 	}
@@ -34,28 +39,28 @@ func TestLoadPathRule(t *testing.T) {
 		t.Errorf("absolute: %s", got)
 	}
 	t.Setenv(EnvModelDir, "/models")
-	if f, _ = Load(p, &c, func() string { return c.ModelDir }); f.Path(c.ModelFile) != "/models/a/b.onnx" {
-		t.Errorf("%s set: %s", EnvModelDir, f.Path(c.ModelFile))
+	if _ = Load(p, &c); c.Path(c.ModelFile) != "/models/a/b.onnx" {
+		t.Errorf("%s set: %s", EnvModelDir, c.Path(c.ModelFile))
 	}
 	// Without model_dir the TOML's own directory is the store, whatever the
 	// environment says.
 	p = write(t, "model_file = \"b.onnx\"\n")
 	c = conf{}
-	if f, _ = Load(p, &c, func() string { return c.ModelDir }); f.Path(c.ModelFile) != filepath.Join(filepath.Dir(p), "b.onnx") {
-		t.Errorf("no model_dir: %s", f.Path(c.ModelFile))
+	if _ = Load(p, &c); c.Path(c.ModelFile) != filepath.Join(filepath.Dir(p), "b.onnx") || c.Dir() != filepath.Dir(p) {
+		t.Errorf("no model_dir: %s", c.Path(c.ModelFile))
 	}
 }
 
 func TestLoadRefuses(t *testing.T) {
 	var c conf
-	md := func() string { return c.ModelDir }
 	for _, tc := range []struct{ path, want string }{
 		{write(t, "model_file = \"x\"\ntypo = 1\n"), "unknown keys typo"},
 		{filepath.Join(t.TempDir(), "none.toml"), "not found"},
 		{write(t, "model_file = \n"), "model config"},
 		{"", "needs a model TOML"},
+		{write(t, "max_pixels = -1\n"), "max_pixels -1"},
 	} {
-		if _, err := Load(tc.path, &c, md); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := Load(tc.path, &c); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.path, err, tc.want)
 		}
 	}

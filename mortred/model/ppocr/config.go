@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/fe64bb06/frontdoor/mortred/model/imageio"
 	"github.com/fe64bb06/frontdoor/mortred/model/modelconf"
 	"github.com/fe64bb06/frontdoor/mortred/model/ort"
 )
@@ -33,16 +31,11 @@ type base struct {
 	// 0.5 and 0.5.
 	Mean []float64 `toml:"mean"`
 	Std  []float64 `toml:"std"`
-	// MaxPixels bounds width × height of a request image, checked before
-	// decoding; 0 means imageio.DefaultMaxPixels.
-	MaxPixels int `toml:"max_pixels"`
 	// MaxBatch bounds the items of one session run when the model splits its
 	// own work (the ocr pipeline, or a server batch larger than this); 0
 	// means 6, PaddleOCR's default.
 	MaxBatch int `toml:"max_batch"`
 
-	dir   string // the TOML file's directory
-	store string // resolved model store
 	bgr   bool
 	mean  [3]float32
 	scale [3]float32 // 1/(255·std)
@@ -60,9 +53,6 @@ func (b *base) defaults() {
 	}
 	if b.Std == nil {
 		b.Std = []float64{0.5, 0.5, 0.5}
-	}
-	if b.MaxPixels == 0 {
-		b.MaxPixels = imageio.DefaultMaxPixels
 	}
 	if b.MaxBatch == 0 {
 		b.MaxBatch = 6
@@ -95,9 +85,6 @@ func (b *base) validate() error {
 			b.scale[i] = float32(1 / (255 * b.Std[i]))
 		}
 	}
-	if b.MaxPixels < 0 {
-		errs = append(errs, fmt.Errorf("max_pixels %d: must be ≥ 0", b.MaxPixels))
-	}
 	if b.MaxBatch < 0 {
 		errs = append(errs, fmt.Errorf("max_batch %d: must be ≥ 0", b.MaxBatch))
 	}
@@ -105,12 +92,7 @@ func (b *base) validate() error {
 }
 
 // path resolves a file key by the path rule.
-func (b *base) path(p string) string {
-	if p == "" || filepath.IsAbs(p) {
-		return p
-	}
-	return filepath.Join(b.store, p)
-}
+func (b *base) path(p string) string { return b.Path(p) }
 
 func (b *base) session(opts ortOptions) (*ort.Session, error) {
 	return ort.NewSession(ort.Config{
@@ -125,14 +107,14 @@ type ortOptions struct{ threads int }
 
 // load decodes a model TOML into cfg (a struct embedding base), refusing
 // unknown keys so that a typo stops the server instead of being ignored.
-func load(path string, cfg interface{ common() *base }) error {
-	b := cfg.common()
-	files, err := modelconf.Load(path, cfg, func() string { return b.ModelDir })
-	if err != nil {
+func load(path string, cfg interface {
+	modelconf.Headed
+	common() *base
+}) error {
+	if err := modelconf.Load(path, cfg); err != nil {
 		return err
 	}
-	b.dir, b.store = files.Dir, files.Store
-	b.defaults()
+	cfg.common().defaults()
 	return nil
 }
 
@@ -140,10 +122,7 @@ func (b *base) common() *base { return b }
 
 // decodeStrict decodes a TOML file, refusing unknown keys, and returns the
 // file's absolute directory.
-func decodeStrict(path string, v any) (string, error) {
-	files, err := modelconf.Load(path, v, func() string { return "" })
-	return files.Dir, err
-}
+func decodeStrict(path string, v any) (string, error) { return modelconf.Decode(path, v) }
 
 // readLines reads a label or dictionary file, one entry per line.
 func readLines(path string) ([]string, error) {
