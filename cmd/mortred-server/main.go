@@ -17,6 +17,7 @@ import (
 	"github.com/fe64bb06/frontdoor/mortred/server"
 
 	// Model types this binary can serve.
+	_ "github.com/fe64bb06/frontdoor/mortred/model/detect"
 	_ "github.com/fe64bb06/frontdoor/mortred/model/face"
 	_ "github.com/fe64bb06/frontdoor/mortred/model/ppocr"
 	_ "github.com/fe64bb06/frontdoor/mortred/model/segment"

@@ -31,8 +31,8 @@ func post(t *testing.T, url, token, body string) (int, envelope.Response) {
 	return resp.StatusCode, env
 }
 
-// TestBinaryServesTheZoo runs the shipped BLAZEFACE, NSFW_MOBILENETV2 and
-// SELFIE servers (real models from setup-models) and checks what a client sees:
+// TestBinaryServesTheZoo runs the shipped BLAZEFACE, NSFW_MOBILENETV2,
+// SELFIE and NANODET servers (real models from setup-models) and checks what a client sees:
 // a batch with a corrupt item answers 200 with that item alone failed, an
 // unknown param is 422 with its pointer.
 func TestBinaryServesTheZoo(t *testing.T) {
@@ -46,6 +46,7 @@ func TestBinaryServesTheZoo(t *testing.T) {
 		{"blazeface.toml", "/mortred_ai_server_v1/face_detection/blazeface", `"keypoints":[[`},
 		{"nsfw_mobilenet_v2.toml", "/mortred_ai_server_v1/classification/nsfw_mobilenet_v2", `"category":"Neutral"`},
 		{"selfie.toml", "/mortred_ai_server_v1/segmentation/selfie", `"mask":"iVBORw0KGgo`},
+		{"nanodet.toml", "/mortred_ai_server_v1/detection/nanodet", `"category":"person"`},
 	} {
 		t.Run(c.conf, func(t *testing.T) {
 			srv := serve(t, c.conf, "zoo-token")

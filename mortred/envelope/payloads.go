@@ -29,6 +29,14 @@ type FaceDetection struct {
 	Keypoints [][2]float64 `json:"keypoints" doc:"[x, y] in input pixels: the subject's right eye, left eye, nose tip, mouth centre, right ear tragion, left ear tragion"`
 }
 
+// DetectionParams are the params of a detection model; an unset key takes
+// the model TOML's value.
+type DetectionParams struct {
+	ScoreThreshold float64 `json:"score_threshold,omitempty" doc:"minimum class score of a box, 0..1"`
+	NMSIoU         float64 `json:"nms_iou,omitempty" doc:"overlap (IoU) above which the lower-scored box of a class is dropped, 0..1"`
+	MaxResults     int     `json:"max_results,omitempty" doc:"most boxes returned, 0..1000, 0 = all"`
+}
+
 // FaceDetectionParams are the params of a face_detection model; an unset
 // key takes the model TOML's value.
 type FaceDetectionParams struct {
@@ -108,6 +116,7 @@ type ParamsSchema struct {
 }
 
 var paramsSchemas = []ParamsSchema{
+	{"DetectionParams", reflect.TypeFor[DetectionParams]()},
 	{"FaceDetectionParams", reflect.TypeFor[FaceDetectionParams]()},
 	{"SegmentationParams", reflect.TypeFor[SegmentationParams]()},
 }

@@ -253,6 +253,7 @@ class _T:
 
     def __init__(self, name, rank, nchw=False, const=None):
         self.name, self.rank, self.nchw, self.const = name, rank, nchw, const
+        self.nchw_name = None  # a plain 4-D value's NCHW copy, once made
 
 
 NHWC_TO_NCHW = [0, 3, 1, 2]
@@ -301,14 +302,27 @@ class Converter:
             return t.name
         return self.emit("Transpose", [t.name], "to_nhwc", perm=NCHW_TO_NHWC)
 
+    def image(self, t, node):
+        """A 4-D NHWC value in NCHW order, for the ops that need it."""
+        if t.const is not None or t.rank != 4:
+            raise ConversionError("node %s: input is not a 4-D image tensor" % node["name"])
+        if t.nchw:
+            return t.name
+        if t.nchw_name is None:
+            t.nchw_name = self.emit("Transpose", [t.name], "to_nchw", perm=NHWC_TO_NCHW)
+        return t.nchw_name
+
     # -- graph walk
     def value(self, ref):
         name, _, idx = ref.lstrip("^").partition(":")
-        if idx not in ("", "0"):
-            raise ConversionError("node %s: output %s of a multi-output op is not supported" % (name, idx))
         if name not in self.vals:
             self.vals[name] = self.convert(name)
-        return self.vals[name]
+        v = self.vals[name]
+        if isinstance(v, list):  # a multi-output op
+            return v[int(idx or 0)]
+        if idx not in ("", "0"):
+            raise ConversionError("node %s has one output; %s refers to output %s" % (name, ref, idx))
+        return v
 
     def convert(self, name):
         node = self.nodes.get(name)
@@ -319,6 +333,10 @@ class Converter:
         if fn is None:
             raise ConversionError("node %s: op %s is not supported (supported: %s)" % (name, op, ", ".join(sorted(OPS))))
         ins = [self.value(i) for i in node.get("input", []) if not i.startswith("^")]
+        if op in FOLD and ins and all(t.const is not None for t in ins):
+            # Shape arithmetic a converter left in the graph: computed here.
+            arr = np.asarray(FOLD[op](node, *[t.const for t in ins]))
+            return _T(None, arr.ndim, const=arr)
         return fn(self, node, ins)
 
     def run(self):
@@ -356,8 +374,6 @@ def _placeholder(c, node, ins):
         c.inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, onnx_shape))
         return _T(name, 4, nchw=True)
     c.inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, onnx_shape))
-    if len(shape) == 4:
-        return _T(c.emit("Transpose", [name], "to_nchw", perm=NHWC_TO_NCHW), 4, nchw=True)
     return _T(name, len(shape))
 
 
@@ -454,9 +470,7 @@ def _fused_list(node):
 
 
 def _conv_input(c, node, ins, n_args):
-    x = ins[0]
-    if not x.nchw or x.rank != 4:
-        raise ConversionError("node %s: input is not a 4-D image tensor" % node["name"])
+    x = _T(c.image(ins[0], node), 4, nchw=True)
     if any(t.const is None for t in ins[1:]):
         raise ConversionError("node %s: filter and bias must be constants" % node["name"])
     if len(ins) != 2 + n_args:
@@ -497,7 +511,8 @@ def _conv_transpose(c, node, ins):
     """Conv2DBackpropInput(output_shape, filter, x): the gradient of a
     convolution, i.e. ONNX ConvTranspose with TF's padding made explicit."""
     shape, filt, x = ins
-    if shape.const is None or filt.const is None or not x.nchw:
+    x = _T(c.image(x, node), 4, nchw=True)
+    if shape.const is None or filt.const is None:
         raise ConversionError("node %s: want a constant output shape and filter and a 4-D image input" % node["name"])
     _check_nhwc(node)
     if _spatial(node, "dilations") != [1, 1]:
@@ -529,6 +544,8 @@ def _unary(onnx_op):
         x = ins[0]
         if onnx_op == "Relu6":
             out = c.emit("Clip", [x.name, c.init(np.float32(0), "zero"), c.init(np.float32(6), "six")], "relu6")
+        elif onnx_op == "LeakyRelu":
+            out = c.emit("LeakyRelu", [x.name], "leakyrelu", alpha=float(_attr(node, "alpha", 0.2)))
         else:
             out = c.emit(onnx_op, [x.name], onnx_op.lower())
         return _T(out, x.rank, nchw=x.nchw)
@@ -543,8 +560,9 @@ def _addn(c, node, ins):
 
 def _resize_bilinear(c, node, ins):
     x, size = ins
-    if not x.nchw or size.const is None:
-        raise ConversionError("node %s: want a 4-D image and a constant size" % node["name"])
+    if size.const is None:
+        raise ConversionError("node %s: want a constant size" % node["name"])
+    x = _T(c.image(x, node), 4, nchw=True)
     if _attr(node, "align_corners", False):
         mode = "align_corners"
     elif _attr(node, "half_pixel_centers", False):
@@ -574,14 +592,14 @@ def _fused_matmul(c, node, ins):
     return _T(_activation(c, out, node, fused), 2)
 
 
-def _avgpool(c, node, ins):
-    x = ins[0]
-    if not x.nchw:
-        raise ConversionError("node %s: input is not a 4-D image tensor" % node["name"])
-    _check_nhwc(node)
-    out = c.emit("AveragePool", [x.name], "avgpool", kernel_shape=_spatial(node, "ksize"),
-                 strides=_spatial(node, "strides"), **_pad_attrs(node))
-    return _T(out, 4, nchw=True)
+def _pool(onnx_op):
+    def fn(c, node, ins):
+        x = c.image(ins[0], node)
+        _check_nhwc(node)
+        out = c.emit(onnx_op, [x], onnx_op.lower(), kernel_shape=_spatial(node, "ksize"),
+                     strides=_spatial(node, "strides"), **_pad_attrs(node))
+        return _T(out, 4, nchw=True)
+    return fn
 
 
 def _squeeze(c, node, ins):
@@ -606,6 +624,83 @@ def _softmax(c, node, ins):
     return _T(c.emit("Softmax", [c.plain(x)], "softmax", axis=-1), x.rank)
 
 
+def _transpose(c, node, ins):
+    x, perm = ins
+    if perm.const is None:
+        raise ConversionError("node %s: the permutation must be a constant" % node["name"])
+    q = [int(v) for v in perm.const]
+    if x.rank == 4:
+        p_in = NHWC_TO_NCHW if x.nchw else [0, 1, 2, 3]
+        # Held as NCHW, the result would be x's data as it is: no op (the
+        # transposes an ONNX → TF export puts around each convolution).
+        if [q[i] for i in NHWC_TO_NCHW] == p_in:
+            return _T(x.name, 4, nchw=True)
+        if q == p_in:
+            return _T(x.name, 4)
+        inv = [p_in.index(i) for i in range(4)]
+        return _T(c.emit("Transpose", [x.name], "transpose", perm=[inv[i] for i in q]), 4)
+    return _T(c.emit("Transpose", [c.plain(x)], "transpose", perm=q), x.rank)
+
+
+def _pad(c, node, ins):
+    x, pads = ins[0], ins[1]
+    value = ins[2].const if len(ins) > 2 else np.float32(0)
+    if pads.const is None or (len(ins) > 2 and ins[2].const is None):
+        raise ConversionError("node %s: paddings and value must be constants" % node["name"])
+    p = np.asarray(pads.const, np.int64)
+    onnx_pads = np.concatenate([p[:, 0], p[:, 1]])
+    out = c.emit("Pad", [c.plain(x), c.init(onnx_pads, "pads"), c.init(np.float32(value).reshape(()), "value")], "pad", mode="constant")
+    return _T(out, x.rank)
+
+
+def _concat(c, node, ins):
+    *xs, axis = ins
+    if axis.const is None or any(t.const is not None for t in xs):
+        raise ConversionError("node %s: want values joined on a constant axis" % node["name"])
+    return _T(c.emit("Concat", [c.plain(t) for t in xs], "concat", axis=int(axis.const)), xs[0].rank)
+
+
+def _splitv(c, node, ins):
+    x, sizes, dim = ins
+    if sizes.const is None or dim.const is None:
+        raise ConversionError("node %s: split sizes and axis must be constants" % node["name"])
+    n = len(sizes.const)
+    outs = [c.fresh("split") for _ in range(n)]
+    c.onnx_nodes.append(helper.make_node("Split", [c.plain(x), c.init(np.asarray(sizes.const, np.int64), "sizes")], outs,
+                                         name=outs[0], axis=int(dim.const)))
+    return [_T(o, x.rank) for o in outs]
+
+
+def _reshape(c, node, ins):
+    x, shape = ins
+    if shape.const is None:
+        raise ConversionError("node %s: the shape must be a constant" % node["name"])
+    return _T(c.emit("Reshape", [c.plain(x), c.init(np.asarray(shape.const, np.int64), "shape")], "reshape"), len(shape.const))
+
+
+def _fold_only(c, node, ins):
+    raise ConversionError("node %s: %s is supported only on constants" % (node["name"], node["op"]))
+
+
+def _sparse_to_dense(node, indices, shape, values, default):
+    out = np.full([int(d) for d in shape], default, dtype=np.asarray(default).dtype)
+    idx = np.asarray(indices).reshape(-1, max(1, out.ndim)) if np.size(indices) else np.zeros((0, out.ndim), int)
+    vals = np.broadcast_to(values, (len(idx),))
+    for i, v in zip(idx, vals):
+        out[tuple(i)] = v
+    return out
+
+
+# Ops computed at conversion when all their inputs are constants.
+FOLD = {
+    "Add": lambda n, a, b: a + b,
+    "AddV2": lambda n, a, b: a + b,
+    "Sub": lambda n, a, b: a - b,
+    "Mul": lambda n, a, b: a * b,
+    "SparseToDense": _sparse_to_dense,
+}
+
+
 OPS = {
     "Placeholder": _placeholder,
     "Const": _const,
@@ -625,7 +720,16 @@ OPS = {
     "AddN": _addn,
     "ResizeBilinear": _resize_bilinear,
     "_FusedMatMul": _fused_matmul,
-    "AvgPool": _avgpool,
+    "AvgPool": _pool("AveragePool"),
+    "MaxPool": _pool("MaxPool"),
+    "LeakyRelu": _unary("LeakyRelu"),
+    "Transpose": _transpose,
+    "Pad": _pad,
+    "PadV2": _pad,
+    "ConcatV2": _concat,
+    "SplitV": _splitv,
+    "Reshape": _reshape,
+    "SparseToDense": _fold_only,
     "Squeeze": _squeeze,
     "Softmax": _softmax,
 }

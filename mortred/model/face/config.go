@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/fe64bb06/frontdoor/mortred/model/boxes"
 	"github.com/fe64bb06/frontdoor/mortred/model/modelconf"
 )
 
@@ -66,8 +67,8 @@ func (c *config) validate() error {
 	if c.ScoreThreshold < 0 || c.ScoreThreshold > 1 || c.NMSIoU < 0 || c.NMSIoU > 1 {
 		errs = append(errs, fmt.Errorf("score_threshold %v and nms_iou %v must be in 0..1", c.ScoreThreshold, c.NMSIoU))
 	}
-	if c.MaxResults < 0 || c.MaxResults > maxResults {
-		errs = append(errs, fmt.Errorf("max_results %d: want 0..%d", c.MaxResults, maxResults))
+	if c.MaxResults < 0 || c.MaxResults > boxes.MaxResults {
+		errs = append(errs, fmt.Errorf("max_results %d: want 0..%d", c.MaxResults, boxes.MaxResults))
 	}
 	return errors.Join(errs...)
 }

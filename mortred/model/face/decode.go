@@ -3,6 +3,8 @@ package face
 import (
 	"math"
 	"sort"
+
+	"github.com/fe64bb06/frontdoor/mortred/model/boxes"
 )
 
 // keypoints per face in BlazeFace's box output (after centre and size).
@@ -53,16 +55,6 @@ func decodeGrid(out []candidate, g grid, scores, boxes []float32, size int, thre
 	return out
 }
 
-func iou(a, b [4]float64) float64 {
-	iw := math.Min(a[2], b[2]) - math.Max(a[0], b[0])
-	ih := math.Min(a[3], b[3]) - math.Max(a[1], b[1])
-	if iw <= 0 || ih <= 0 {
-		return 0
-	}
-	in := iw * ih
-	return in / ((a[2]-a[0])*(a[3]-a[1]) + (b[2]-b[0])*(b[3]-b[1]) - in)
-}
-
 // weightedNMS is MediaPipe's blending suppression: the best remaining
 // candidate and every other one overlapping it by at least iouThresh become
 // one face whose box and keypoints are their score-weighted mean and whose
@@ -80,7 +72,7 @@ func weightedNMS(cands []candidate, iouThresh float64) []candidate {
 		var acc candidate
 		var wsum float64
 		for j := i; j < len(cands); j++ {
-			if used[j] || (j != i && iou(top, cands[j].box()) < iouThresh) {
+			if used[j] || (j != i && boxes.IoU(top, cands[j].box()) < iouThresh) {
 				continue
 			}
 			used[j] = true

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fe64bb06/frontdoor/mortred/envelope"
 	"github.com/fe64bb06/frontdoor/mortred/model"
+	"github.com/fe64bb06/frontdoor/mortred/model/boxes"
 	"github.com/fe64bb06/frontdoor/mortred/model/imageio"
 	"github.com/fe64bb06/frontdoor/mortred/model/modelconf"
 	"github.com/fe64bb06/frontdoor/mortred/model/ort"
@@ -24,14 +25,7 @@ import (
 
 const task = "face_detection"
 
-// maxResults bounds max_results in the TOML and in params.
-const maxResults = 1000
-
-var params = []modelconf.Param{
-	{Key: "score_threshold", Kind: modelconf.Prob, Doc: "minimum face score, 0..1"},
-	{Key: "nms_iou", Kind: modelconf.Prob, Doc: "overlap at which detections merge into one face, 0..1"},
-	{Key: "max_results", Kind: modelconf.Count, Min: 0, Max: maxResults, Doc: "most faces returned, 0 = all"},
-}
+var params = boxes.Params("minimum face score", "overlap (IoU) at which detections blend into one face")
 
 func init() { model.Register(task, newModel) }
 
@@ -112,19 +106,7 @@ func (m *Model) Prepare(image []byte, p map[string]json.RawMessage) (model.Input
 
 // Run implements model.Model.
 func (m *Model) Run(ctx context.Context, batch []model.Input) ([]model.Result, error) {
-	out := make([]model.Result, len(batch))
-	for i, in := range batch {
-		it, ok := in.(*input)
-		if !ok {
-			return nil, fmt.Errorf("%s: item %d was not prepared by this model (%T)", task, i, in)
-		}
-		faces, err := m.detect(ctx, it)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = model.Result{Data: faces}
-	}
-	return out, nil
+	return modelconf.Each(task, batch, func(in *input) (any, error) { return m.detect(ctx, in) })
 }
 
 func (m *Model) detect(ctx context.Context, in *input) ([]envelope.FaceDetection, error) {

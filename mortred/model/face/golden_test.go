@@ -16,6 +16,7 @@ import (
 
 	"github.com/fe64bb06/frontdoor/mortred/envelope"
 	"github.com/fe64bb06/frontdoor/mortred/model"
+	"github.com/fe64bb06/frontdoor/mortred/model/boxes"
 	"github.com/fe64bb06/frontdoor/mortred/model/modeltest"
 )
 
@@ -45,7 +46,7 @@ func checkAstronaut(t *testing.T, got []envelope.FaceDetection, dx, dy, tol floa
 	}
 	f := got[0]
 	want := [4]float64{astronautFace[0] + dx, astronautFace[1] + dy, astronautFace[2] + dx, astronautFace[3] + dy}
-	if o := iou(f.BBox, want); o < 0.7 || f.Score < 0.8 {
+	if o := boxes.IoU(f.BBox, want); o < 0.7 || f.Score < 0.8 {
 		t.Errorf("face %+v: IoU %.2f with the hand-measured %v (want ≥ 0.7, score ≥ 0.8)", f, o, want)
 	}
 	if len(f.Keypoints) != keypoints {

@@ -248,6 +248,14 @@ func find(ps []Param, key string) (Param, bool) {
 }
 
 func (p Param) decode(raw json.RawMessage) (any, error) {
+	// json.Unmarshal takes null as "leave unchanged": a key set to null
+	// would pass as 0 or false.
+	if strings.TrimSpace(string(raw)) == "null" {
+		if p.Kind == Bool {
+			return nil, errors.New("want true or false, got null")
+		}
+		return nil, errors.New("want a number, got null")
+	}
 	if p.Kind == Bool {
 		var b bool
 		if err := json.Unmarshal(raw, &b); err != nil {
@@ -292,4 +300,23 @@ func Invalid(errs []model.FieldError) error {
 		msgs[i] = e.Pointer + ": " + e.Message
 	}
 	return &model.ItemError{Status: envelope.StatusInvalidRequest, Msg: strings.Join(msgs, "; ")}
+}
+
+// Each runs fn on every item of a batch, in order: for models whose graph
+// takes one image per run. An item of another type, or an error from fn,
+// fails the whole batch (a session-level failure, as model.Model.Run says).
+func Each[T any](task string, batch []model.Input, fn func(T) (any, error)) ([]model.Result, error) {
+	out := make([]model.Result, len(batch))
+	for i, in := range batch {
+		it, ok := in.(T)
+		if !ok {
+			return nil, fmt.Errorf("%s: item %d was not prepared by this model (%T)", task, i, in)
+		}
+		data, err := fn(it)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = model.Result{Data: data}
+	}
+	return out, nil
 }

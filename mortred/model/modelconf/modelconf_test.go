@@ -2,11 +2,13 @@ package modelconf
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/fe64bb06/frontdoor/mortred/model"
 	"github.com/fe64bb06/frontdoor/mortred/model/imageio"
 )
 
@@ -67,7 +69,7 @@ func TestLoadRefuses(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	ps := []Param{{Key: "p", Kind: Prob, Doc: "prob"}, {Key: "n", Kind: Count, Min: 1, Max: 5, Doc: "count"},
+	ps := []Param{{Key: "p", Kind: Prob, Doc: "prob"}, {Key: "n", Kind: Count, Min: 1, Max: 5, Doc: "count"}, {Key: "n2", Kind: Count, Max: 5, Doc: "count"},
 		{Key: "r", Kind: PosNum, Max: 4, Doc: "ratio"}, {Key: "b", Kind: Bool, Doc: "flag"}}
 	v, errs := Parse("x", ps, map[string]json.RawMessage{"p": json.RawMessage("0.25"), "n": json.RawMessage("5"),
 		"r": json.RawMessage("4"), "b": json.RawMessage("true")})
@@ -77,7 +79,7 @@ func TestParse(t *testing.T) {
 	}
 	_, errs = Parse("x", ps, map[string]json.RawMessage{"p": json.RawMessage("-0.1"), "n": json.RawMessage("0"),
 		"z~": json.RawMessage("1"), "s": json.RawMessage(`"` + strings.Repeat("a", 60) + `"`),
-		"r": json.RawMessage("0"), "b": json.RawMessage("1")})
+		"r": json.RawMessage("0"), "b": json.RawMessage("1"), "n2": json.RawMessage("null")})
 	var got []string
 	for _, e := range errs {
 		got = append(got, e.Pointer+" "+e.Message)
@@ -85,10 +87,11 @@ func TestParse(t *testing.T) {
 	want := []string{
 		`/params/b b: want true or false, got 1 (flag)`,
 		`/params/n n: 0 is not an integer in 1..5 (count)`,
+		`/params/n2 n2: want a number, got null (count)`,
 		`/params/p p: -0.1 is out of range (prob)`,
 		`/params/r r: 0 is out of range (ratio)`,
-		`/params/s unknown parameter "s" for a x model (accepted: p, n, r, b)`,
-		`/params/z~0 unknown parameter "z~" for a x model (accepted: p, n, r, b)`,
+		`/params/s unknown parameter "s" for a x model (accepted: p, n, n2, r, b)`,
+		`/params/z~0 unknown parameter "z~" for a x model (accepted: p, n, n2, r, b)`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -98,5 +101,24 @@ func TestParse(t *testing.T) {
 	}
 	if _, errs := Parse("x", ps, map[string]json.RawMessage{"p": json.RawMessage(`"` + strings.Repeat("a", 60) + `"`)}); len(errs) != 1 || !strings.Contains(errs[0].Message, "…") {
 		t.Fatalf("long value not clipped: %v", errs)
+	}
+}
+
+func TestEach(t *testing.T) {
+	double := func(n int) (any, error) {
+		if n < 0 {
+			return nil, errors.New("negative")
+		}
+		return 2 * n, nil
+	}
+	res, err := Each("x", []model.Input{1, 2}, double)
+	if err != nil || len(res) != 2 || res[0].Data != 2 || res[1].Data != 4 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if _, err := Each("x", []model.Input{1, "two"}, double); err == nil || !strings.Contains(err.Error(), "item 1 was not prepared by this model (string)") {
+		t.Fatalf("foreign item: %v", err)
+	}
+	if _, err := Each("x", []model.Input{-1}, double); err == nil || err.Error() != "negative" {
+		t.Fatalf("failing item: %v", err)
 	}
 }
