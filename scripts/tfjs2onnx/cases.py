@@ -290,7 +290,72 @@ def segmenter_like(rng):
     return model, g.shard(), ref, [2, 12, 12, 3]
 
 
-CASES = {"mobilenet_like": mobilenet_like, "conv_map": conv_map, "segmenter_like": segmenter_like}
+def exported_like(rng):
+    """The shape of an ONNX → TF export (NanoDet's): an NCHW input, a
+    transpose around every convolution, explicit Pad/PadV2 (−inf before a
+    max-pool), LeakyRelu, channel concat, a head split in two outputs,
+    reshapes whose shapes are computed by constant ops (SparseToDense,
+    Add)."""
+    g = Graph(rng)
+    x = g.placeholder("input_1", [1, 3, 8, 8])
+    g.const("pads", np.array([[0, 0], [0, 0], [1, 1], [1, 1]]))
+    g.op("pad", "Pad", [x, "pads"])
+    g.const("to_nhwc", np.array([0, 2, 3, 1]))
+    g.const("to_nchw", np.array([0, 3, 1, 2]))
+    g.op("t1", "Transpose", ["pad", "to_nhwc"])
+    g.rand("w1", [3, 3, 3, 6], "float16")
+    g.op("conv", "Conv2D", ["t1", "w1"], **{k: v for k, v in conv_attrs((1, 1), "VALID").items() if k not in ("fused_ops", "num_args")})
+    g.rand("b1", [6])
+    g.op("convb", "Add", ["conv", "b1"])
+    g.op("t2", "Transpose", ["convb", "to_nchw"])
+    g.op("lrelu", "LeakyRelu", ["t2"], alpha={"f": 0.1})
+    g.const("ninf", np.float32(-np.inf))
+    g.op("padm", "PadV2", ["lrelu", "pads", "ninf"])
+    g.op("t3", "Transpose", ["padm", "to_nhwc"])
+    g.op("pool", "MaxPool", ["t3"], ksize=ints(1, 3, 3, 1), strides=ints(1, 2, 2, 1), padding={"s": B64("VALID")}, data_format={"s": B64("NHWC")})
+    g.op("t4", "Transpose", ["pool", "to_nchw"])  # [1, 6, 4, 4]
+    g.const("axis1", np.array(1))
+    g.op("cat", "ConcatV2", ["t4", "lrelu_small", "axis1"], N={"i": "2"})
+    g.op("lrelu_small", "Transpose", ["pool_b", "to_nchw"])
+    g.op("pool_b", "AvgPool", ["t3"], ksize=ints(1, 3, 3, 1), strides=ints(1, 2, 2, 1), padding={"s": B64("VALID")}, data_format={"s": B64("NHWC")})
+    g.const("sizes", np.array([5, 7]))
+    g.op("split", "SplitV", ["cat", "sizes", "axis1"], num_split={"i": "2"})
+    g.op("cls", "Sigmoid", ["split"])
+    g.const("where", np.zeros((0, 1), np.int64).astype(np.int32))
+    g.const("three", np.array([3]))
+    g.const("none", np.zeros((0,), np.int32))
+    g.const("zero", np.array(0))
+    g.op("zeros", "SparseToDense", ["where", "three", "none", "zero"])
+    g.const("shape5", np.array([1, 5, -1]))
+    g.op("shape5b", "AddV2", ["shape5", "zeros"])
+    g.op("cls_r", "Reshape", ["cls", "shape5b"])
+    g.const("perm3", np.array([0, 2, 1]))
+    g.op("out", "Transpose", ["cls_r", "perm3"])  # [1, 16, 5]
+    g.const("shape7", np.array([1, 7, 16]))
+    g.op("box_r", "Reshape", ["split:1", "shape7"])
+    g.op("box", "Transpose", ["box_r", "perm3"])  # [1, 16, 7]
+    g.const("axis2", np.array(2))
+    g.op("both", "ConcatV2", ["out", "box", "axis2"], N={"i": "2"})  # one output for the test
+    model = g.model(["both"])
+
+    def ref(xin):
+        v = g.vals
+        t = np.pad(xin, [(0, 0), (0, 0), (1, 1), (1, 1)]).transpose(0, 2, 3, 1)
+        t = ref_conv(t, v["w1"], 0, (1, 1), "VALID") + v["b1"]
+        t = t.transpose(0, 3, 1, 2)
+        t = np.where(t > 0, t, 0.1 * t)
+        t = np.pad(t, [(0, 0), (0, 0), (1, 1), (1, 1)], constant_values=-np.inf).transpose(0, 2, 3, 1)
+        win = np.lib.stride_tricks.sliding_window_view(t, (3, 3), axis=(1, 2))[:, ::2, ::2]  # [1, 4, 4, 6, 3, 3]
+        mx = win.max(axis=(4, 5)).transpose(0, 3, 1, 2)
+        av = win.mean(axis=(4, 5)).transpose(0, 3, 1, 2)
+        cat = np.concatenate([mx, av], axis=1)
+        cls = sigmoid(cat[:, :5]).reshape(1, 5, -1).transpose(0, 2, 1)
+        box = cat[:, 5:].reshape(1, 7, 16).transpose(0, 2, 1)
+        return np.concatenate([cls, box], axis=2)
+    return model, g.shard(), ref, [1, 3, 8, 8]
+
+
+CASES = {"mobilenet_like": mobilenet_like, "conv_map": conv_map, "segmenter_like": segmenter_like, "exported_like": exported_like}
 
 
 def write(outdir):
@@ -316,12 +381,13 @@ def write(outdir):
             mpath = os.path.join(src, "model.json")
         xin = rng.uniform(0, 1, in_shape).astype(np.float32)
         want = ref(xin.astype(np.float64)).astype(np.float32)
-        for layout in ("nhwc", "nchw"):
+        # A graph whose own input is NCHW has only the one layout.
+        for layout in ("tf",) if name == "exported_like" else ("nhwc", "nchw"):
             case = "%s_%s" % (name, layout)
-            m = tfjs2onnx.convert(mpath, nchw_input=layout == "nchw", dynamic_batch=True)
+            m = tfjs2onnx.convert(mpath, nchw_input=layout == "nchw", dynamic_batch=name != "exported_like")
             with open(os.path.join(outdir, case + ".onnx"), "wb") as f:
                 f.write(m.SerializeToString())
-            feed = xin if layout == "nhwc" else xin.transpose(0, 3, 1, 2)
+            feed = xin.transpose(0, 3, 1, 2) if layout == "nchw" else xin
             feed.astype("<f4").tofile(os.path.join(outdir, case + ".in.f32"))
             want.astype("<f4").tofile(os.path.join(outdir, case + ".want.f32"))
             index.append({"name": case, "input": m.graph.input[0].name, "output": m.graph.output[0].name,

@@ -4,7 +4,10 @@ TensorFlow's definitions (NHWC throughout, TF's SAME padding), sharing no
 code with the converter's ONNX mapping. The tests compare a converted
 graph's ONNX Runtime output against it.
 
-  reference.py MODEL_JSON IN.f32 N H W C OUT.f32 [--weights SHARD ...]
+  reference.py MODEL_JSON IN.f32 D0 D1 D2 D3 OUT.f32 [--weights SHARD ...]
+
+IN.f32 holds the graph input in TF's own axis order (D0..D3); OUT.f32 gets
+the first output.
 """
 import argparse
 import sys
@@ -31,10 +34,11 @@ def evaluate(model, weights, feed):
     vals = {}
 
     def val(ref):
-        name = ref.split(":")[0]
+        name, _, idx = ref.partition(":")
         if name not in vals:
             vals[name] = run(nodes[name])
-        return vals[name]
+        v = vals[name]
+        return v[int(idx or 0)] if isinstance(v, list) else v
 
     def run(n):
         op, a = n["op"], tfjs2onnx._attr
@@ -70,6 +74,34 @@ def evaluate(model, weights, feed):
             return cases.sigmoid(ins[0])
         if op == "AddN":
             return sum(ins)
+        if op == "LeakyRelu":
+            return np.where(ins[0] > 0, ins[0], ins[0] * a(n, "alpha", 0.2))
+        if op == "Transpose":
+            return ins[0].transpose([int(v) for v in ins[1]])
+        if op in ("Pad", "PadV2"):
+            value = float(ins[2]) if len(ins) > 2 else 0.0
+            return np.pad(ins[0], [(int(p), int(q)) for p, q in ins[1]], constant_values=value)
+        if op == "MaxPool":
+            k, s = a(n, "ksize")[1:3], a(n, "strides")[1:3]
+            x = ins[0]
+            oh, ow = (x.shape[1] - k[0]) // s[0] + 1, (x.shape[2] - k[1]) // s[1] + 1
+            out = np.zeros((x.shape[0], oh, ow, x.shape[3]))
+            for i in range(oh):
+                for j in range(ow):
+                    out[:, i, j] = x[:, i * s[0]:i * s[0] + k[0], j * s[1]:j * s[1] + k[1]].max(axis=(1, 2))
+            return out
+        if op == "ConcatV2":
+            return np.concatenate(ins[:-1], axis=int(ins[-1]))
+        if op == "SplitV":
+            cuts = np.cumsum([int(v) for v in ins[1]])[:-1]
+            return np.split(ins[0], cuts, axis=int(ins[2]))
+        if op == "Reshape":
+            return ins[0].reshape([int(v) for v in ins[1]])
+        if op == "SparseToDense":
+            out = np.full([int(d) for d in ins[1]], ins[3])
+            idx = np.asarray(ins[0]).astype(int).reshape(-1, out.ndim)
+            out[tuple(idx.T)] = ins[2]
+            return out
         if op == "_FusedMatMul":
             b = ins[1].T if a(n, "transpose_b", False) else ins[1]
             return _act(n, ins[0] @ b + ins[2])

@@ -108,9 +108,11 @@ func TestTFJSRealModelsMatchNumpy(t *testing.T) {
 	for _, c := range []struct {
 		base, source, input, output string
 		size, outLen                int
+		tfNCHW                      bool // the TF graph's own input is NCHW (an ONNX → TF export)
 	}{
-		{"nsfwjs/mobilenet_v2_mid", "model.min.js", "input", "Identity", 224, 5},
-		{"selfie/selfie", "selfie.json", "input_1", "activation_10", 256, 256 * 256},
+		{"nsfwjs/mobilenet_v2_mid", "model.min.js", "input", "Identity", 224, 5, false},
+		{"selfie/selfie", "selfie.json", "input_1", "activation_10", 256, 256 * 256, false},
+		{"nanodet/nanodet", "nanodet.json", "input_1", "Identity_2", 416, 169 * 80, true},
 	} {
 		t.Run(c.base, func(t *testing.T) {
 			base := filepath.Join(orttest.ModelDir(t), c.base)
@@ -121,22 +123,30 @@ func TestTFJSRealModelsMatchNumpy(t *testing.T) {
 			img = img.Resize(c.size, c.size)
 			n := c.size * c.size
 			nchw := make([]float32, 3*n)
-			nhwc := make([]byte, 4*3*n)
+			tf := make([]byte, 4*3*n) // the input in the TF graph's axis order
 			for i := range n {
 				for ch := range 3 {
 					v := float32(img.Pix[3*i+ch]) / 255
 					nchw[ch*n+i] = v
-					binary.LittleEndian.PutUint32(nhwc[4*(3*i+ch):], math.Float32bits(v))
+					at := 3*i + ch
+					if c.tfNCHW {
+						at = ch*n + i
+					}
+					binary.LittleEndian.PutUint32(tf[4*at:], math.Float32bits(v))
 				}
 			}
 			dir := t.TempDir()
 			in, want := filepath.Join(dir, "in.f32"), filepath.Join(dir, "want.f32")
-			if err := os.WriteFile(in, nhwc, 0o600); err != nil {
+			if err := os.WriteFile(in, tf, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			side := strconv.Itoa(c.size)
-			cmd := exec.Command(debPython, filepath.Join(converterDir(t), "reference.py"), filepath.Join(base+".tfjs", c.source),
-				in, "1", side, side, "3", want)
+			dims := []string{"1", side, side, "3"}
+			if c.tfNCHW {
+				dims = []string{"1", "3", side, side}
+			}
+			cmd := exec.Command(debPython, append(append([]string{filepath.Join(converterDir(t), "reference.py"), filepath.Join(base+".tfjs", c.source), in},
+				dims...), want)...)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("reference.py (the TF.js sources come with `make setup-models`): %v\n%s", err, out)
 			}
