@@ -21,6 +21,7 @@ import (
 	_ "github.com/fe64bb06/frontdoor/mortred/model/face"
 	_ "github.com/fe64bb06/frontdoor/mortred/model/ppocr"
 	_ "github.com/fe64bb06/frontdoor/mortred/model/segment"
+	_ "github.com/fe64bb06/frontdoor/mortred/model/superres"
 	_ "github.com/fe64bb06/frontdoor/mortred/model/testmodel"
 )
 

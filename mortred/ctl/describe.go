@@ -13,7 +13,8 @@ import (
 // describeData prints a payload as a person reads it, recognised by its
 // shape: class scores as bars, detections and faces as labelled boxes (with
 // the face keypoints), a mask as its box, coverage and a coarse picture,
-// OCR lines as text; anything else as indented JSON.
+// an upscaled image as its size, OCR lines as text; anything else as
+// indented JSON.
 func describeData(c *CLI, data json.RawMessage) {
 	var list []map[string]json.RawMessage
 	var obj map[string]json.RawMessage
@@ -27,6 +28,9 @@ func describeData(c *CLI, data json.RawMessage) {
 			return
 		}
 		if has(obj, "mask", "width", "height") && describeMask(c, data) {
+			return
+		}
+		if has(obj, "image", "width", "height", "scale") && describeUpscaled(c, data) {
 			return
 		}
 	}
@@ -157,5 +161,19 @@ func describeMask(c *CLI, data json.RawMessage) bool {
 		}
 		fmt.Fprintf(c.Out, "    %s\n", line.String())
 	}
+	return true
+}
+
+func describeUpscaled(c *CLI, data json.RawMessage) bool {
+	var s struct {
+		Image  string `json:"image"`
+		Width  int    `json:"width"`
+		Height int    `json:"height"`
+		Scale  int    `json:"scale"`
+	}
+	if json.Unmarshal(data, &s) != nil {
+		return false
+	}
+	fmt.Fprintf(c.Out, "  upscaled ×%d to %d×%d (PNG, %d bytes; --json has it in base64)\n", s.Scale, s.Width, s.Height, base64.StdEncoding.DecodedLen(len(s.Image)))
 	return true
 }

@@ -53,6 +53,8 @@ func TestDescribeEachTask(t *testing.T) {
 			"  \"HELLO\"                                  score 0.990  bbox [1 2 3 4]\n"},
 		{"segmentation", map[string]any{"mask": base64.StdEncoding.EncodeToString(png_.Bytes()), "width": 4, "height": 2, "bbox": []float64{2, 0, 4, 2}, "coverage": 0.5},
 			"  mask 4×2, coverage 50.0%, box [2 0 4 2]\n    ..##\n"},
+		{"super-resolution", map[string]any{"image": base64.StdEncoding.EncodeToString([]byte("0123456789ab")), "width": 8, "height": 4, "scale": 4},
+			"  upscaled ×4 to 8×4 (PNG, 12 bytes; --json has it in base64)\n"},
 		{"other", map[string]any{"text": "abc", "score": 0.5},
 			"  {\n    \"score\": 0.5,\n    \"text\": \"abc\"\n  }\n"},
 	} {

@@ -55,6 +55,14 @@ type Segmentation struct {
 	Coverage float64    `json:"coverage" doc:"fraction of the image's pixels in the mask, 0..1"`
 }
 
+// SuperResolution is the payload of a super-resolution model.
+type SuperResolution struct {
+	Image  string `json:"image" doc:"base64 PNG of the upscaled image"`
+	Width  int    `json:"width" doc:"the upscaled image's width: scale × the input's"`
+	Height int    `json:"height"`
+	Scale  int    `json:"scale"`
+}
+
 // SegmentationParams are the params of a segmentation model.
 type SegmentationParams struct {
 	Threshold float64 `json:"threshold,omitempty" doc:"mask probability at or above which a pixel is in the mask, 0..1"`
@@ -102,6 +110,7 @@ var payloads = []Payload{
 	{"Detection", reflect.TypeFor[Detection](), true},
 	{"FaceDetection", reflect.TypeFor[FaceDetection](), true},
 	{"Segmentation", reflect.TypeFor[Segmentation](), false},
+	{"SuperResolution", reflect.TypeFor[SuperResolution](), false},
 	{"TextDetection", reflect.TypeFor[TextDetection](), true},
 	{"TextRecognition", reflect.TypeFor[TextRecognition](), false},
 	{"OCRLine", reflect.TypeFor[OCRLine](), true},
