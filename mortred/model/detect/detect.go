@@ -96,6 +96,7 @@ func loadConfig(path string) (*config, error) {
 
 // Model is one NanoDet instance.
 type Model struct {
+	modelconf.Common
 	cfg   *config
 	sess  *ort.Session
 	batch ort.Batch
@@ -125,7 +126,7 @@ func newModel(path string, opts model.Options) (model.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{cfg: cfg, sess: sess}
+	m := &Model{Common: modelconf.NewCommon(task, params, &cfg.Head), cfg: cfg, sess: sess}
 	// The warm-up run loads the kernels and checks the outputs against the
 	// configured levels, labels and bins.
 	if _, err := m.detect(context.Background(), &input{img: imageio.NewRGB(cfg.InputSize, cfg.InputSize), w: 1, h: 1, score: 1}); err != nil {
@@ -135,18 +136,9 @@ func newModel(path string, opts model.Options) (model.Model, error) {
 	return m, nil
 }
 
-// Info implements model.Model.
-func (m *Model) Info() model.Info { return m.cfg.Info(task) }
-
-// ValidateParams implements model.Model.
-func (m *Model) ValidateParams(p map[string]json.RawMessage) []model.FieldError {
-	_, errs := modelconf.Parse(task, params, p)
-	return errs
-}
-
 // Prepare implements model.Model.
 func (m *Model) Prepare(image []byte, p map[string]json.RawMessage) (model.Input, error) {
-	vals, img, err := m.cfg.Decode(task, params, p, image)
+	vals, img, err := m.Decode(p, image)
 	if err != nil {
 		return nil, err
 	}

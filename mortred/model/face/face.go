@@ -31,6 +31,7 @@ func init() { model.Register(task, newModel) }
 
 // Model is one BlazeFace instance.
 type Model struct {
+	modelconf.Common
 	cfg   *config
 	sess  *ort.Session
 	batch ort.Batch
@@ -61,7 +62,7 @@ func newModel(path string, opts model.Options) (model.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{cfg: cfg, sess: sess}
+	m := &Model{Common: modelconf.NewCommon(task, params, &cfg.Head), cfg: cfg, sess: sess}
 	// The warm-up run loads the kernels and checks the outputs against the
 	// configured grids, so a wrong TOML fails at startup, not per request.
 	if _, err := m.detect(context.Background(), &input{img: imageio.NewRGB(cfg.InputSize, cfg.InputSize), lb: letterbox{s: 1, w: cfg.InputSize, h: cfg.InputSize}, score: 1}); err != nil {
@@ -71,18 +72,9 @@ func newModel(path string, opts model.Options) (model.Model, error) {
 	return m, nil
 }
 
-// Info implements model.Model.
-func (m *Model) Info() model.Info { return m.cfg.Info(task) }
-
-// ValidateParams implements model.Model.
-func (m *Model) ValidateParams(p map[string]json.RawMessage) []model.FieldError {
-	_, errs := modelconf.Parse(task, params, p)
-	return errs
-}
-
 // Prepare implements model.Model: decode, letterbox, and fix the params.
 func (m *Model) Prepare(image []byte, p map[string]json.RawMessage) (model.Input, error) {
-	vals, img, err := m.cfg.Decode(task, params, p, image)
+	vals, img, err := m.Decode(p, image)
 	if err != nil {
 		return nil, err
 	}

@@ -320,3 +320,30 @@ func Each[T any](task string, batch []model.Input, fn func(T) (any, error)) ([]m
 	}
 	return out, nil
 }
+
+// Common implements the model.Model methods that every model type of this
+// kind writes the same way; a Model embeds it.
+type Common struct {
+	task   string
+	params []Param
+	head   *Head
+}
+
+// NewCommon is the Common of a task with its accepted params and config head.
+func NewCommon(task string, params []Param, h *Head) Common {
+	return Common{task: task, params: params, head: h}
+}
+
+// Info implements model.Model.
+func (c Common) Info() model.Info { return c.head.Info(c.task) }
+
+// ValidateParams implements model.Model.
+func (c Common) ValidateParams(p map[string]json.RawMessage) []model.FieldError {
+	_, errs := Parse(c.task, c.params, p)
+	return errs
+}
+
+// Decode is the start of Prepare: the params and the decoded image.
+func (c Common) Decode(p map[string]json.RawMessage, image []byte) (Values, *imageio.RGB, error) {
+	return c.head.Decode(c.task, c.params, p, image)
+}

@@ -122,3 +122,21 @@ func TestEach(t *testing.T) {
 		t.Fatalf("failing item: %v", err)
 	}
 }
+
+func TestCommon(t *testing.T) {
+	h := &Head{Version: "v1", MaxPixels: 100}
+	c := NewCommon("thing", []Param{{Key: "p", Kind: Prob, Doc: "prob"}}, h)
+	if info := c.Info(); info.Name != "thing" || info.Version != "v1" || info.Task != "thing" {
+		t.Errorf("info %+v (the name defaults to the task)", info)
+	}
+	if errs := c.ValidateParams(map[string]json.RawMessage{"q": json.RawMessage("1")}); len(errs) != 1 || errs[0].Pointer != "/params/q" {
+		t.Errorf("%+v", errs)
+	}
+	var ie *model.ItemError
+	if _, _, err := c.Decode(map[string]json.RawMessage{"p": json.RawMessage("2")}, nil); !errors.As(err, &ie) || !strings.Contains(ie.Msg, "/params/p") {
+		t.Errorf("bad param: %v", err)
+	}
+	if _, _, err := c.Decode(nil, []byte("junk")); !errors.As(err, &ie) || ie.Status == 0 {
+		t.Errorf("bad image: %v", err)
+	}
+}

@@ -75,6 +75,7 @@ func loadConfig(path string) (*config, error) {
 
 // Model is one segmentation instance.
 type Model struct {
+	modelconf.Common
 	cfg   *config
 	sess  *ort.Session
 	batch ort.Batch
@@ -102,7 +103,7 @@ func newModel(path string, opts model.Options) (model.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{cfg: cfg, sess: sess, h: cfg.InputSize[0], w: cfg.InputSize[1]}
+	m := &Model{Common: modelconf.NewCommon(task, params, &cfg.Head), cfg: cfg, sess: sess, h: cfg.InputSize[0], w: cfg.InputSize[1]}
 	// The warm-up run loads the kernels and checks the output size.
 	if _, err := m.run(context.Background(), []*input{{img: imageio.NewRGB(m.w, m.h), w: 1, h: 1, threshold: 1}}); err != nil {
 		sess.Close()
@@ -111,18 +112,9 @@ func newModel(path string, opts model.Options) (model.Model, error) {
 	return m, nil
 }
 
-// Info implements model.Model.
-func (m *Model) Info() model.Info { return m.cfg.Info(task) }
-
-// ValidateParams implements model.Model.
-func (m *Model) ValidateParams(p map[string]json.RawMessage) []model.FieldError {
-	_, errs := modelconf.Parse(task, params, p)
-	return errs
-}
-
 // Prepare implements model.Model.
 func (m *Model) Prepare(image []byte, p map[string]json.RawMessage) (model.Input, error) {
-	vals, img, err := m.cfg.Decode(task, params, p, image)
+	vals, img, err := m.Decode(p, image)
 	if err != nil {
 		return nil, err
 	}

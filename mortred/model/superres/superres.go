@@ -54,6 +54,7 @@ func loadConfig(path string) (*config, error) {
 
 // Model is one super-resolution instance.
 type Model struct {
+	modelconf.Common
 	cfg   *config
 	sess  *ort.Session
 	batch ort.Batch
@@ -72,7 +73,7 @@ func newModel(path string, opts model.Options) (model.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{cfg: cfg, sess: sess}
+	m := &Model{Common: modelconf.NewCommon(task, nil, &cfg.Head), cfg: cfg, sess: sess}
 	// The warm-up run loads the kernels and checks the scale.
 	if _, err := m.upscale(context.Background(), imageio.NewRGB(8, 8)); err != nil {
 		sess.Close()
@@ -81,18 +82,9 @@ func newModel(path string, opts model.Options) (model.Model, error) {
 	return m, nil
 }
 
-// Info implements model.Model.
-func (m *Model) Info() model.Info { return m.cfg.Info(task) }
-
-// ValidateParams implements model.Model: the model takes no params.
-func (m *Model) ValidateParams(p map[string]json.RawMessage) []model.FieldError {
-	_, errs := modelconf.Parse(task, nil, p)
-	return errs
-}
-
 // Prepare implements model.Model.
 func (m *Model) Prepare(image []byte, p map[string]json.RawMessage) (model.Input, error) {
-	_, img, err := m.cfg.Decode(task, nil, p, image)
+	_, img, err := m.Decode(p, image)
 	if err != nil {
 		return nil, err
 	}
