@@ -2,7 +2,9 @@
 # Installs the Debian packages the build, tests, demo and benchmarks need.
 # Quick when done: only missing packages are installed.
 set -euo pipefail
-pkgs=(nginx-light chromium iproute2 openssl wrk curl jq ca-certificates procps)
+# python3-onnx + python3-numpy run the model converter (scripts/tfjs2onnx);
+# python3-skimage ships the photographs of the golden model tests.
+pkgs=(nginx-light chromium iproute2 openssl wrk curl jq ca-certificates procps python3-onnx python3-numpy python3-skimage)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

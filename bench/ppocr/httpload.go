@@ -216,7 +216,9 @@ func (c *conn) close() {
 // envelope's fields are written in a fixed order (status, status_str, …,
 // results).
 var okPrefix = []byte(`{"status":0,"status_str":"`)
-var okItem = []byte(`"results":[{"status":0,"data":{`)
+
+// okItem is an item answered with an object or a list (detections) as data.
+var okItem, okList = []byte(`"results":[{"status":0,"data":{`), []byte(`"results":[{"status":0,"data":[`)
 
 func (c *conn) post(req []byte) error {
 	if c.c == nil {
@@ -242,7 +244,7 @@ func (c *conn) post(req []byte) error {
 	if code != http.StatusOK {
 		return fmt.Errorf("HTTP %d: %.200s", code, c.body)
 	}
-	if !bytes.HasPrefix(c.body, okPrefix) || !bytes.Contains(c.body, okItem) {
+	if !bytes.HasPrefix(c.body, okPrefix) || !(bytes.Contains(c.body, okItem) || bytes.Contains(c.body, okList)) {
 		return fmt.Errorf("bad answer: %.200s", c.body)
 	}
 	if !c.checked {

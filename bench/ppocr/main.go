@@ -1,4 +1,5 @@
-// Command ppocr benchmarks PPOCR_CLS and PPOCR_REC served over HTTP by
+// Command ppocr benchmarks PPOCR_CLS and PPOCR_REC (and, with -models, the
+// zoo's servers: face, nsfw, selfie, nanodet, esrgan) served over HTTP by
 // bin/mortred-server against the limit: a plain in-process loop over the same
 // ONNX Runtime sessions (as many instances as the server's workers), with
 // batching off and on. It prints a Markdown table (and writes it to -out) with
@@ -13,6 +14,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"image"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -20,20 +22,33 @@ import (
 	"strings"
 	"time"
 
+	_ "github.com/fe64bb06/frontdoor/mortred/model/detect"
+	_ "github.com/fe64bb06/frontdoor/mortred/model/face"
+	"github.com/fe64bb06/frontdoor/mortred/model/modeltest"
 	"github.com/fe64bb06/frontdoor/mortred/model/ort"
 	"github.com/fe64bb06/frontdoor/mortred/model/ort/orttest"
 	_ "github.com/fe64bb06/frontdoor/mortred/model/ppocr"
 	"github.com/fe64bb06/frontdoor/mortred/model/ppocr/textimg"
+	_ "github.com/fe64bb06/frontdoor/mortred/model/segment"
+	_ "github.com/fe64bb06/frontdoor/mortred/model/superres"
 	"github.com/fe64bb06/frontdoor/mortred/server"
 )
 
 type target struct {
 	id, kind, modelConf, serverConf string
+	// photo is the python3-skimage photograph sent as every item; empty
+	// means the rendered text line.
+	photo string
 }
 
 var targets = map[string]target{
-	"cls": {"PPOCR_CLS", "classification", "conf/models/ppocr_cls.toml", "conf/server/ppocr_cls.toml"},
-	"rec": {"PPOCR_REC", "text_recognition", "conf/models/ppocr_rec.toml", "conf/server/ppocr_rec.toml"},
+	"cls":     {"PPOCR_CLS", "classification", "conf/models/ppocr_cls.toml", "conf/server/ppocr_cls.toml", ""},
+	"rec":     {"PPOCR_REC", "text_recognition", "conf/models/ppocr_rec.toml", "conf/server/ppocr_rec.toml", ""},
+	"face":    {"BLAZEFACE", "face_detection", "conf/models/blazeface.toml", "conf/server/blazeface.toml", "astronaut.png"},
+	"nsfw":    {"NSFW_MOBILENETV2", "classification", "conf/models/nsfw_mobilenet_v2.toml", "conf/server/nsfw_mobilenet_v2.toml", "astronaut.png"},
+	"selfie":  {"SELFIE", "segmentation", "conf/models/selfie.toml", "conf/server/selfie.toml", "astronaut.png"},
+	"nanodet": {"NANODET", "detection", "conf/models/nanodet.toml", "conf/server/nanodet.toml", "astronaut.png"},
+	"esrgan":  {"REALESRGAN_X4", "super_resolution", "conf/models/realesrgan.toml", "conf/server/realesrgan.toml", "coffee.png"},
 }
 
 func main() {
@@ -53,7 +68,7 @@ func run() error {
 	batch := flag.Int("batch", 8, "batch size when batching is on")
 	workers := flag.Int("workers", 2, "model instances: in-process, and the server's worker_nums")
 	threads := flag.Int("threads", 1, "ONNX Runtime intra-op threads per session: in-process, and the server's intra_op_threads")
-	which := flag.String("models", "cls,rec", "comma-separated: cls, rec")
+	which := flag.String("models", "cls,rec", "comma-separated: cls, rec, face, nsfw, selfie, nanodet, esrgan")
 	skipHTTP := flag.Bool("skip-http", false, "only the in-process limit")
 	out := flag.String("out", filepath.Join(root, "bench", "out", "ppocr.md"), "Markdown report file")
 	flag.Parse()
@@ -87,7 +102,13 @@ func run() error {
 	for _, key := range strings.Split(*which, ",") {
 		tg, ok := targets[strings.TrimSpace(key)]
 		if !ok {
-			return fmt.Errorf("unknown model %q (cls, rec)", key)
+			return fmt.Errorf("unknown model %q (cls, rec, face, nsfw, selfie, nanodet, esrgan)", key)
+		}
+		item := img
+		if tg.photo != "" {
+			if item, err = photo(tg.photo); err != nil {
+				return err
+			}
 		}
 		modelConf := filepath.Join(root, tg.modelConf)
 		for _, b := range []int{1, *batch} {
@@ -97,7 +118,7 @@ func run() error {
 				mode = fmt.Sprintf("on (%d)", b)
 				c = max(c, 2**workers*b)
 			}
-			if err := scenario(&rep, tg, mode, modelConf, lib, *bin, root, tmp, img, b, c, *workers, *threads, *rounds, seg, warm, *maxCalls, *skipHTTP); err != nil {
+			if err := scenario(&rep, tg, mode, modelConf, lib, *bin, root, tmp, item, b, c, *workers, *threads, *rounds, seg, warm, *maxCalls, *skipHTTP); err != nil {
 				return err
 			}
 		}
@@ -105,7 +126,7 @@ func run() error {
 	head := fmt.Sprintf("## PP-OCR: model server vs in-process loop\n\n"+
 		"%s, %d CPUs, ONNX Runtime %s, intra-op threads %d, %d workers (in-process instances = server worker_nums), "+
 		"%s per path and scenario in %d rounds (in-process and HTTP alternating, after %s of warm-up each), "+
-		"one %q line image (PNG, %d bytes) per item; HTTP requests carry one image each over keep-alive connections. "+
+		"one %q line image (PNG, %d bytes) per PP-OCR item, the named skimage photograph per zoo item; HTTP requests carry one image each over keep-alive connections. "+
 		"Load average (1, 5, 15 min) before: %s, after: %s. "+
 		"Target: the server at saturation reaches ≥ 90 %% of the in-process items/s.\n\n",
 		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), ort.Version(), *threads, *workers,
@@ -176,6 +197,25 @@ func scenario(rep *strings.Builder, tg target, mode, modelConf, lib, bin, root, 
 			fmt.Sprintf("%.2f + %.2f", cpuPerItem(httpSum.cpuServer, httpSum.items), cpuPerItem(httpSum.cpuSelf, httpSum.items)))
 	}
 	return nil
+}
+
+// photo reads a python3-skimage photograph; the super-resolution one is
+// cut to 128×128 (its work grows with the pixels).
+func photo(name string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(modeltest.PhotoDir, name))
+	if err != nil || name != "coffee.png" {
+		return b, err
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	sub := img.(interface {
+		SubImage(image.Rectangle) image.Image
+	}).SubImage(image.Rect(200, 100, 328, 228))
+	var out bytes.Buffer
+	err = png.Encode(&out, sub)
+	return out.Bytes(), err
 }
 
 // loadAvg is /proc/loadavg's three averages.

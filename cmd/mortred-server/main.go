@@ -17,7 +17,11 @@ import (
 	"github.com/fe64bb06/frontdoor/mortred/server"
 
 	// Model types this binary can serve.
+	_ "github.com/fe64bb06/frontdoor/mortred/model/detect"
+	_ "github.com/fe64bb06/frontdoor/mortred/model/face"
 	_ "github.com/fe64bb06/frontdoor/mortred/model/ppocr"
+	_ "github.com/fe64bb06/frontdoor/mortred/model/segment"
+	_ "github.com/fe64bb06/frontdoor/mortred/model/superres"
 	_ "github.com/fe64bb06/frontdoor/mortred/model/testmodel"
 )
 

@@ -56,18 +56,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// TestBinaryServesShippedConfig runs the real binary on the repository's
-// conf/server/testmodel.toml (port 0 and a token from the environment),
-// infers once, and stops it with SIGTERM.
-func TestBinaryServesShippedConfig(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+// served is a running mortred-server binary.
+type served struct {
+	base   string
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+}
+
+// serve runs the real binary on a shipped conf/server file (port 0 and a
+// token from the environment) until it is ready.
+func serve(t *testing.T, conf, token string) *served {
+	t.Helper()
 	bin := buildBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--config", "../../conf/server/testmodel.toml")
-	cmd.Env = append(os.Environ(), "MORTRED_LISTEN_PORT=0", "MORTRED_AUTH_TOKEN=bin-token")
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, bin, "--config", "../../conf/server/"+conf)
+	cmd.Env = append(os.Environ(), "MORTRED_LISTEN_PORT=0", "MORTRED_AUTH_TOKEN="+token)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -78,9 +82,14 @@ func TestBinaryServesShippedConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	addrCh := make(chan string, 1)
+	var logMu sync.Mutex
+	var logs strings.Builder // stdout, for the failure messages
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			logMu.Lock()
+			logs.WriteString(sc.Text() + "\n")
+			logMu.Unlock()
 			if a, ok := strings.CutPrefix(sc.Text(), "mortred-server listening on "); ok {
 				addrCh <- a
 			}
@@ -108,10 +117,34 @@ func TestBinaryServesShippedConfig(t *testing.T) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("never ready; stderr:\n%s", stderr.String())
+			logMu.Lock()
+			defer logMu.Unlock()
+			t.Fatalf("never ready; stdout:\n%s\nstderr:\n%s", logs.String(), stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return &served{base: base, cmd: cmd, stderr: &stderr}
+}
+
+// stop sends SIGTERM and wants a clean exit.
+func (s *served) stop(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\nstderr:\n%s", err, s.stderr.String())
+	}
+}
+
+// TestBinaryServesShippedConfig runs the real binary on the repository's
+// conf/server/testmodel.toml, infers once, and stops it with SIGTERM.
+func TestBinaryServesShippedConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	srv := serve(t, "testmodel.toml", "bin-token")
+	base := srv.base
 
 	body := `{"req_id":"bin-1","images":["` + base64.StdEncoding.EncodeToString(testmodel.GrayPNG(4, 4, 230)) + `"]}`
 	r, _ := http.NewRequest(http.MethodPost, base+"/mortred_ai_server_v1/classification/testmodel", strings.NewReader(body))
@@ -140,12 +173,7 @@ func TestBinaryServesShippedConfig(t *testing.T) {
 		t.Fatalf("POST /jobs → %d", resp.StatusCode)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("exit after SIGTERM: %v\nstderr:\n%s", err, stderr.String())
-	}
+	srv.stop(t)
 }
 
 // TestBinaryRefusesUnsafeStart: fail-closed startup exits non-zero with

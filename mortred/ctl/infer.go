@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"strconv"
-	"strings"
 )
 
 // maxImageFile bounds what infer reads from disk (the gateway's default
@@ -80,33 +78,4 @@ func (c *CLI) infer(args []string) error {
 		}
 	}
 	return nil
-}
-
-// describeData prints a payload for people: OCR lines as text, otherwise
-// the JSON.
-func describeData(c *CLI, data json.RawMessage) {
-	var lines []struct {
-		Text  *string   `json:"text"`
-		Score float64   `json:"score"`
-		BBox  []float64 `json:"bbox"`
-	}
-	if json.Unmarshal(data, &lines) == nil && len(lines) > 0 {
-		for _, l := range lines {
-			box := make([]string, len(l.BBox))
-			for i, v := range l.BBox {
-				box[i] = strconv.FormatFloat(v, 'f', 0, 64)
-			}
-			if l.Text != nil {
-				fmt.Fprintf(c.Out, "  %-40s score %.3f  bbox [%s]\n", strconv.Quote(*l.Text), l.Score, strings.Join(box, " "))
-			} else {
-				fmt.Fprintf(c.Out, "  box [%s] score %.3f\n", strings.Join(box, " "), l.Score)
-			}
-		}
-		return
-	}
-	var buf strings.Builder
-	_ = printJSON(&buf, data)
-	for _, l := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
-		fmt.Fprintln(c.Out, "  "+l)
-	}
 }

@@ -42,6 +42,10 @@ func OpenAPI() ([]byte, error) {
 			g.schemas[p.Name+"List"] = obj{"type": "array", "items": s}
 		}
 	}
+	for _, p := range paramsSchemas {
+		g.ref(p.Type)
+		g.strict(p.Name)
+	}
 
 	jsonBody := func(schema obj) obj { return obj{"application/json": obj{"schema": schema}} }
 	headers := obj{

@@ -21,6 +21,53 @@ type Detection struct {
 	BBox     [4]float64 `json:"bbox" doc:"x1, y1, x2, y2 in input pixels"`
 }
 
+// FaceDetection is one face of a face detection payload (data is an array
+// of them, best first).
+type FaceDetection struct {
+	Score     float64      `json:"score" doc:"0..1"`
+	BBox      [4]float64   `json:"bbox" doc:"x1, y1, x2, y2 in input pixels"`
+	Keypoints [][2]float64 `json:"keypoints" doc:"[x, y] in input pixels: the subject's right eye, left eye, nose tip, mouth centre, right ear tragion, left ear tragion"`
+}
+
+// DetectionParams are the params of a detection model; an unset key takes
+// the model TOML's value.
+type DetectionParams struct {
+	ScoreThreshold float64 `json:"score_threshold,omitempty" doc:"minimum class score of a box, 0..1"`
+	NMSIoU         float64 `json:"nms_iou,omitempty" doc:"overlap (IoU) above which the lower-scored box of a class is dropped, 0..1"`
+	MaxResults     int     `json:"max_results,omitempty" doc:"most boxes returned, 0..1000, 0 = all"`
+}
+
+// FaceDetectionParams are the params of a face_detection model; an unset
+// key takes the model TOML's value.
+type FaceDetectionParams struct {
+	ScoreThreshold float64 `json:"score_threshold,omitempty" doc:"minimum face score, 0..1"`
+	NMSIoU         float64 `json:"nms_iou,omitempty" doc:"overlap (IoU) at which detections blend into one face, 0..1"`
+	MaxResults     int     `json:"max_results,omitempty" doc:"most faces returned, 0..1000, 0 = all"`
+}
+
+// Segmentation is the payload of a segmentation model: the mask of its one
+// class (a person, for the selfie segmenter) at the input image's size.
+type Segmentation struct {
+	Mask     string     `json:"mask" doc:"base64 PNG, 8-bit grey, input-image size: 255 in the mask, 0 outside"`
+	Width    int        `json:"width"`
+	Height   int        `json:"height"`
+	BBox     [4]float64 `json:"bbox" doc:"x1, y1, x2, y2 of the mask in input pixels (x2, y2 exclusive); all 0 when the mask is empty"`
+	Coverage float64    `json:"coverage" doc:"fraction of the image's pixels in the mask, 0..1"`
+}
+
+// SuperResolution is the payload of a super-resolution model.
+type SuperResolution struct {
+	Image  string `json:"image" doc:"base64 PNG of the upscaled image"`
+	Width  int    `json:"width" doc:"the upscaled image's width: scale × the input's"`
+	Height int    `json:"height"`
+	Scale  int    `json:"scale"`
+}
+
+// SegmentationParams are the params of a segmentation model.
+type SegmentationParams struct {
+	Threshold float64 `json:"threshold,omitempty" doc:"mask probability at or above which a pixel is in the mask, 0..1"`
+}
+
 // TextDetection is one text region of a DBNet payload (data is an array).
 type TextDetection struct {
 	Score   float64      `json:"score"`
@@ -61,8 +108,24 @@ type Payload struct {
 var payloads = []Payload{
 	{"Classification", reflect.TypeFor[Classification](), false},
 	{"Detection", reflect.TypeFor[Detection](), true},
+	{"FaceDetection", reflect.TypeFor[FaceDetection](), true},
+	{"Segmentation", reflect.TypeFor[Segmentation](), false},
+	{"SuperResolution", reflect.TypeFor[SuperResolution](), false},
 	{"TextDetection", reflect.TypeFor[TextDetection](), true},
 	{"TextRecognition", reflect.TypeFor[TextRecognition](), false},
 	{"OCRLine", reflect.TypeFor[OCRLine](), true},
 	{"ImageOutput", reflect.TypeFor[ImageOutput](), false},
+}
+
+// ParamsSchema is a named params schema: what a task's params object may
+// hold. The schemas are strict (any other key answers 422).
+type ParamsSchema struct {
+	Name string
+	Type reflect.Type
+}
+
+var paramsSchemas = []ParamsSchema{
+	{"DetectionParams", reflect.TypeFor[DetectionParams]()},
+	{"FaceDetectionParams", reflect.TypeFor[FaceDetectionParams]()},
+	{"SegmentationParams", reflect.TypeFor[SegmentationParams]()},
 }

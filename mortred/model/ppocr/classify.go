@@ -223,12 +223,6 @@ func (m *Classification) Run(ctx context.Context, batch []model.Input) ([]model.
 // Close implements model.Model.
 func (m *Classification) Close() error { return m.c.sess.Close() }
 
-func info(b *base, task string) model.Info {
-	name := b.Name
-	if name == "" {
-		name = task
-	}
-	return model.Info{Name: name, Version: b.Version, Task: task}
-}
+func info(b *base, task string) model.Info { return b.Info(task) }
 
 var _ model.Model = (*Classification)(nil)

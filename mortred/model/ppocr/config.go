@@ -5,35 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/BurntSushi/toml"
-
-	"github.com/fe64bb06/frontdoor/mortred/deps"
-	"github.com/fe64bb06/frontdoor/mortred/model/imageio"
+	"github.com/fe64bb06/frontdoor/mortred/model/modelconf"
 	"github.com/fe64bb06/frontdoor/mortred/model/ort"
 )
 
-// base holds the keys every model TOML has.
-//
-// Path rule (the same comment heads each conf/models file): model_file and
-// the label/dictionary files are used as is when absolute; else they are
-// relative to the model store. With a model_dir key the store is found by
-// package deps: MORTRED_MODEL_DIR when set, else model_dir (relative to the
-// TOML file's directory) when it holds model_file, else .deps/models beside
-// the working directory, else beside the binary's directory. With no
-// model_dir key the paths are relative to the TOML file's directory and
-// MORTRED_MODEL_DIR does not apply.
+// base holds the keys every model TOML of this package has: the common head
+// (type, name, model_dir, model_file, …; its path rule applies to the
+// label and dictionary files too) and the tensor and normalisation keys.
 type base struct {
-	Type    string `toml:"type"`
-	Name    string `toml:"name"`
-	Version string `toml:"version"`
-	// Category is read by the server's catalog (default: the type).
-	Category string `toml:"category"`
-	// ModelDir is the model store; see the path rule above.
-	ModelDir  string `toml:"model_dir"`
-	ModelFile string `toml:"model_file"`
+	modelconf.Head
 	// InputName and OutputName are the graph's tensor names; default "x"
 	// for the input, the output is required.
 	InputName  string `toml:"input_name"`
@@ -45,16 +27,11 @@ type base struct {
 	// 0.5 and 0.5.
 	Mean []float64 `toml:"mean"`
 	Std  []float64 `toml:"std"`
-	// MaxPixels bounds width × height of a request image, checked before
-	// decoding; 0 means imageio.DefaultMaxPixels.
-	MaxPixels int `toml:"max_pixels"`
 	// MaxBatch bounds the items of one session run when the model splits its
 	// own work (the ocr pipeline, or a server batch larger than this); 0
 	// means 6, PaddleOCR's default.
 	MaxBatch int `toml:"max_batch"`
 
-	dir   string // the TOML file's directory
-	store string // resolved model store
 	bgr   bool
 	mean  [3]float32
 	scale [3]float32 // 1/(255·std)
@@ -72,9 +49,6 @@ func (b *base) defaults() {
 	}
 	if b.Std == nil {
 		b.Std = []float64{0.5, 0.5, 0.5}
-	}
-	if b.MaxPixels == 0 {
-		b.MaxPixels = imageio.DefaultMaxPixels
 	}
 	if b.MaxBatch == 0 {
 		b.MaxBatch = 6
@@ -107,9 +81,6 @@ func (b *base) validate() error {
 			b.scale[i] = float32(1 / (255 * b.Std[i]))
 		}
 	}
-	if b.MaxPixels < 0 {
-		errs = append(errs, fmt.Errorf("max_pixels %d: must be ≥ 0", b.MaxPixels))
-	}
 	if b.MaxBatch < 0 {
 		errs = append(errs, fmt.Errorf("max_batch %d: must be ≥ 0", b.MaxBatch))
 	}
@@ -117,12 +88,7 @@ func (b *base) validate() error {
 }
 
 // path resolves a file key by the path rule.
-func (b *base) path(p string) string {
-	if p == "" || filepath.IsAbs(p) {
-		return p
-	}
-	return filepath.Join(b.store, p)
-}
+func (b *base) path(p string) string { return b.Path(p) }
 
 func (b *base) session(opts ortOptions) (*ort.Session, error) {
 	return ort.NewSession(ort.Config{
@@ -137,33 +103,14 @@ type ortOptions struct{ threads int }
 
 // load decodes a model TOML into cfg (a struct embedding base), refusing
 // unknown keys so that a typo stops the server instead of being ignored.
-func load(path string, cfg interface{ common() *base }) error {
-	if path == "" {
-		return errors.New("this model type needs a model TOML (model_config_file_path)")
-	}
-	dir, err := decodeStrict(path, cfg)
-	if err != nil {
+func load(path string, cfg interface {
+	modelconf.Headed
+	common() *base
+}) error {
+	if err := modelconf.Load(path, cfg); err != nil {
 		return err
 	}
-	b := cfg.common()
-	b.dir = dir
-	b.store = b.dir
-	if b.ModelDir != "" {
-		dir := b.ModelDir
-		if !filepath.IsAbs(dir) {
-			dir = filepath.Join(b.dir, dir)
-		}
-		probe := b.ModelFile
-		if filepath.IsAbs(probe) {
-			probe = ""
-		}
-		store, err := deps.Default().ModelStore(probe, dir, "model_dir in "+path)
-		if err != nil {
-			return fmt.Errorf("model config %s: %w", path, ort.Missing(err))
-		}
-		b.store = store
-	}
-	b.defaults()
+	cfg.common().defaults()
 	return nil
 }
 
@@ -171,27 +118,7 @@ func (b *base) common() *base { return b }
 
 // decodeStrict decodes a TOML file, refusing unknown keys, and returns the
 // file's absolute directory.
-func decodeStrict(path string, v any) (string, error) {
-	md, err := toml.DecodeFile(path, v)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("model config %s not found: check model_config_file_path", path)
-		}
-		return "", fmt.Errorf("model config %s: %v", path, err)
-	}
-	if und := md.Undecoded(); len(und) > 0 {
-		keys := make([]string, len(und))
-		for i, k := range und {
-			keys[i] = k.String()
-		}
-		return "", fmt.Errorf("model config %s: unknown keys %s", path, strings.Join(keys, ", "))
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Dir(abs), nil
-}
+func decodeStrict(path string, v any) (string, error) { return modelconf.Decode(path, v) }
 
 // readLines reads a label or dictionary file, one entry per line.
 func readLines(path string) ([]string, error) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fe64bb06/frontdoor/mortred/model"
+	"github.com/fe64bb06/frontdoor/mortred/model/modeltest"
 	"github.com/fe64bb06/frontdoor/mortred/model/ppocr/textimg"
 )
 
@@ -20,14 +21,7 @@ func golden(t testing.TB) map[string][]byte {
 
 func data[T any](t *testing.T, r model.Result) T {
 	t.Helper()
-	if r.Err != nil {
-		t.Fatalf("item failed: %v", r.Err)
-	}
-	v, ok := r.Data.(T)
-	if !ok {
-		t.Fatalf("data is %T", r.Data)
-	}
-	return v
+	return modeltest.Data[T](t, r)
 }
 
 func TestRecognitionReadsGoldenLines(t *testing.T) {

@@ -197,6 +197,8 @@ func TestWebUI(t *testing.T) {
 			}
 		}
 		until(t, b, "the image drawn", `document.getElementById("canvas").width === 96 && document.getElementById("canvas").height === 64`)
+		// The classification as bars: one row per class, the best in bold.
+		until(t, b, "the class bars", `document.querySelectorAll("#classes .cls").length === 2 && document.querySelector("#classes .cls.best").textContent.startsWith("light")`)
 	})
 
 	t.Run("screenshot", func(t *testing.T) {

@@ -1,0 +1,275 @@
+// Package detect serves "detection" models: NanoDet (80 COCO classes) on
+// ONNX Runtime, answering per image the objects found with class, score
+// and box in input-image pixels.
+//
+// NanoDet's GFL head gives, per feature level (strides 8, 16, 32 over the
+// square input), one sigmoid score per class and, per side of the box
+// (left, top, right, bottom), a distribution over reg_max+1 distance bins:
+// the distance is the distribution's mean (softmax over the bins) times the
+// stride, from the cell's centre. Candidates above the score threshold go
+// through class-aware NMS. The image is stretched to the input; the graph
+// runs one image at a time (its reshapes fix batch 1).
+package detect
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/fe64bb06/frontdoor/mortred/envelope"
+	"github.com/fe64bb06/frontdoor/mortred/model"
+	"github.com/fe64bb06/frontdoor/mortred/model/boxes"
+	"github.com/fe64bb06/frontdoor/mortred/model/imageio"
+	"github.com/fe64bb06/frontdoor/mortred/model/modelconf"
+	"github.com/fe64bb06/frontdoor/mortred/model/ort"
+)
+
+const task = "detection"
+
+var params = boxes.Params("minimum class score of a box", "overlap (IoU) above which the lower-scored box of a class is dropped")
+
+func init() { model.Register(task, newModel) }
+
+// config is a "detection" model TOML (conf/models/nanodet.toml). The graph
+// takes [1, 3, size, size]: channels in channel_order, each (v − mean)/std
+// on 0..255 pixel values.
+type config struct {
+	modelconf.Head
+	InputName    string    `toml:"input_name"`
+	InputSize    int       `toml:"input_size"`
+	ChannelOrder string    `toml:"channel_order"`
+	Mean         []float64 `toml:"mean"`
+	Std          []float64 `toml:"std"`
+	Levels       []level   `toml:"levels"`
+	// RegMax+1 is the number of distance bins per box side.
+	RegMax int      `toml:"reg_max"`
+	Labels []string `toml:"labels"`
+	// Defaults of the request params.
+	ScoreThreshold float64 `toml:"score_threshold"`
+	NMSIoU         float64 `toml:"nms_iou"`
+	MaxResults     int     `toml:"max_results"`
+}
+
+// level is one feature level: its stride and the names of its score
+// output [1, cells, classes] and box output [1, cells, 4·(reg_max+1)].
+type level struct {
+	Stride int    `toml:"stride"`
+	Scores string `toml:"scores"`
+	Boxes  string `toml:"boxes"`
+}
+
+func loadConfig(path string) (*config, error) {
+	c := &config{}
+	if err := modelconf.Load(path, c); err != nil {
+		return nil, err
+	}
+	var errs []error
+	if c.ModelFile == "" || c.InputName == "" || c.InputSize <= 0 || c.RegMax <= 0 || len(c.Labels) == 0 {
+		errs = append(errs, errors.New("model_file, input_name, input_size, reg_max and labels are required"))
+	}
+	if len(c.Levels) == 0 {
+		errs = append(errs, errors.New("levels: at least one"))
+	}
+	if c.ChannelOrder != "RGB" && c.ChannelOrder != "BGR" {
+		errs = append(errs, fmt.Errorf("channel_order %q: want RGB or BGR", c.ChannelOrder))
+	}
+	if len(c.Mean) != 3 || len(c.Std) != 3 || c.Std[0] <= 0 || c.Std[1] <= 0 || c.Std[2] <= 0 {
+		errs = append(errs, fmt.Errorf("mean %v and std %v: want 3 values each, std positive", c.Mean, c.Std))
+	}
+	for i, l := range c.Levels {
+		if l.Stride <= 0 || c.InputSize%l.Stride != 0 || l.Scores == "" || l.Boxes == "" {
+			errs = append(errs, fmt.Errorf("levels[%d] %+v: want a stride dividing input_size and both output names", i, l))
+		}
+	}
+	if c.ScoreThreshold < 0 || c.ScoreThreshold > 1 || c.NMSIoU < 0 || c.NMSIoU > 1 || c.MaxResults < 0 || c.MaxResults > boxes.MaxResults {
+		errs = append(errs, fmt.Errorf("score_threshold %v, nms_iou %v (0..1) or max_results %d (0..%d) out of range",
+			c.ScoreThreshold, c.NMSIoU, c.MaxResults, boxes.MaxResults))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("model config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Model is one NanoDet instance.
+type Model struct {
+	modelconf.Common
+	cfg   *config
+	sess  *ort.Session
+	batch ort.Batch
+}
+
+type input struct {
+	img        *imageio.RGB
+	w, h       int
+	score, iou float64
+	limit      int
+}
+
+func newModel(path string, opts model.Options) (model.Model, error) {
+	if err := ort.Init(opts.ORTLib); err != nil {
+		return nil, err
+	}
+	cfg, err := loadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	var outs []string
+	for _, l := range cfg.Levels {
+		outs = append(outs, l.Scores, l.Boxes)
+	}
+	sess, err := ort.NewSession(ort.Config{ModelPath: cfg.Path(cfg.ModelFile), Inputs: []string{cfg.InputName},
+		Outputs: outs, IntraOpThreads: opts.IntraOpThreads})
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Common: modelconf.NewCommon(task, params, &cfg.Head), cfg: cfg, sess: sess}
+	// The warm-up run loads the kernels and checks the outputs against the
+	// configured levels, labels and bins.
+	if _, err := m.detect(context.Background(), &input{img: imageio.NewRGB(cfg.InputSize, cfg.InputSize), w: 1, h: 1, score: 1}); err != nil {
+		sess.Close()
+		return nil, fmt.Errorf("model %s: warm-up run: %v", cfg.ModelFile, err)
+	}
+	return m, nil
+}
+
+// Prepare implements model.Model.
+func (m *Model) Prepare(image []byte, p map[string]json.RawMessage) (model.Input, error) {
+	vals, img, err := m.Decode(p, image)
+	if err != nil {
+		return nil, err
+	}
+	return &input{img: img.Resize(m.cfg.InputSize, m.cfg.InputSize), w: img.W, h: img.H,
+		score: vals.Float("score_threshold", m.cfg.ScoreThreshold),
+		iou:   vals.Float("nms_iou", m.cfg.NMSIoU),
+		limit: vals.Int("max_results", m.cfg.MaxResults)}, nil
+}
+
+// Run implements model.Model.
+func (m *Model) Run(ctx context.Context, batch []model.Input) ([]model.Result, error) {
+	return modelconf.Each(task, batch, func(in *input) (any, error) { return m.detect(ctx, in) })
+}
+
+// box is a candidate in input-square pixels.
+type box struct {
+	class int
+	score float64
+	b     [4]float64
+}
+
+func (m *Model) detect(ctx context.Context, in *input) ([]envelope.Detection, error) {
+	size := m.cfg.InputSize
+	t := m.batch.Reset(1, 3, size, size)
+	plane := size * size
+	for c := range 3 {
+		src := c
+		if m.cfg.ChannelOrder == "BGR" {
+			src = 2 - c
+		}
+		mean, inv := float32(m.cfg.Mean[c]), float32(1/m.cfg.Std[c])
+		dst := t.Data[c*plane : (c+1)*plane]
+		for p := range dst {
+			dst[p] = (float32(in.img.Pix[3*p+src]) - mean) * inv
+		}
+	}
+	res, err := m.sess.Run(ctx, []ort.Tensor{t})
+	if err != nil {
+		return nil, err
+	}
+	nc, bins := len(m.cfg.Labels), m.cfg.RegMax+1
+	var cands []box
+	for li, l := range m.cfg.Levels {
+		grid := size / l.Stride
+		scores, dists := res[2*li].Data, res[2*li+1].Data
+		if len(scores) != grid*grid*nc || len(dists) != grid*grid*4*bins {
+			return nil, fmt.Errorf("level %d (stride %d): outputs have %d scores and %d box values, want %d and %d",
+				li, l.Stride, len(scores), len(dists), grid*grid*nc, grid*grid*4*bins)
+		}
+		cands = decodeLevel(cands, scores, dists, grid, l.Stride, nc, bins, in.score)
+	}
+	kept := nms(cands, in.iou)
+	sx, sy := float64(in.w)/float64(size), float64(in.h)/float64(size)
+	out := make([]envelope.Detection, 0, len(kept))
+	for _, k := range kept {
+		if in.limit > 0 && len(out) == in.limit {
+			break
+		}
+		x1 := math.Max(0, math.Min(float64(in.w), k.b[0]*sx))
+		y1 := math.Max(0, math.Min(float64(in.h), k.b[1]*sy))
+		x2 := math.Max(0, math.Min(float64(in.w), k.b[2]*sx))
+		y2 := math.Max(0, math.Min(float64(in.h), k.b[3]*sy))
+		out = append(out, envelope.Detection{ClassID: k.class, Score: math.Round(k.score*1e4) / 1e4, Category: m.cfg.Labels[k.class],
+			BBox: [4]float64{math.Round(x1*10) / 10, math.Round(y1*10) / 10, math.Round(x2*10) / 10, math.Round(y2*10) / 10}})
+	}
+	return out, nil
+}
+
+// decodeLevel appends one level's candidates: every class of every cell
+// scoring at least threshold, with the cell's box.
+func decodeLevel(out []box, scores, dists []float32, grid, stride, nc, bins int, threshold float64) []box {
+	for cell := range grid * grid {
+		row := scores[cell*nc : (cell+1)*nc]
+		var b [4]float64
+		decoded := false
+		for k, s := range row {
+			if float64(s) < threshold {
+				continue
+			}
+			if !decoded {
+				cx := (float64(cell%grid) + 0.5) * float64(stride)
+				cy := (float64(cell/grid) + 0.5) * float64(stride)
+				var d [4]float64
+				for side := range 4 {
+					d[side] = expectation(dists[(cell*4+side)*bins:(cell*4+side+1)*bins]) * float64(stride)
+				}
+				b = [4]float64{cx - d[0], cy - d[1], cx + d[2], cy + d[3]}
+				decoded = true
+			}
+			out = append(out, box{class: k, score: float64(s), b: b})
+		}
+	}
+	return out
+}
+
+// expectation is the mean bin index under softmax(logits).
+func expectation(logits []float32) float64 {
+	m := math.Inf(-1)
+	for _, v := range logits {
+		m = math.Max(m, float64(v))
+	}
+	var sum, mean float64
+	for i, v := range logits {
+		e := math.Exp(float64(v) - m)
+		sum += e
+		mean += e * float64(i)
+	}
+	return mean / sum
+}
+
+// nms keeps, best first, each candidate that overlaps no kept box of its
+// own class by more than iouThresh.
+func nms(cands []box, iouThresh float64) []box {
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].score > cands[j].score })
+	var kept []box
+	for _, c := range cands {
+		ok := true
+		for _, k := range kept {
+			if k.class == c.class && boxes.IoU(k.b, c.b) > iouThresh {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			kept = append(kept, c)
+		}
+	}
+	return kept
+}
+
+// Close implements model.Model.
+func (m *Model) Close() error { return m.sess.Close() }
+
+var _ model.Model = (*Model)(nil)

@@ -1,0 +1,163 @@
+package modelconf
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fe64bb06/frontdoor/mortred/deps"
+	"github.com/fe64bb06/frontdoor/mortred/model"
+	"github.com/fe64bb06/frontdoor/mortred/model/imageio"
+	"github.com/fe64bb06/frontdoor/mortred/model/ort"
+)
+
+type conf struct{ Head }
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "m.toml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadPathRule(t *testing.T) {
+	t.Setenv(deps.EnvModelDir, "")
+	p := write(t, "model_dir = \"store\"\nmodel_file = \"a/b.onnx\"\n")
+	touch(t, filepath.Join(filepath.Dir(p), "store", "a", "b.onnx"))
+	var c conf
+	if err := Load(p, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxPixels != imageio.DefaultMaxPixels {
+		t.Errorf("max_pixels default %d", c.MaxPixels)
+	}
+	f := c.files
+	if got := f.Path(c.ModelFile); got != filepath.Join(filepath.Dir(p), "store", "a", "b.onnx") {
+		t.Errorf("relative to model_dir: %s", got)
+	}
+	if got := f.Path("/abs.onnx"); got != "/abs.onnx" {
+		t.Errorf("absolute: %s", got)
+	}
+	// The variable wins over model_dir, and a store named by it that does
+	// not hold the model is an error naming it, not a fall-back.
+	moved := t.TempDir()
+	touch(t, filepath.Join(moved, "a", "b.onnx"))
+	t.Setenv(deps.EnvModelDir, moved)
+	if err := Load(p, &c); err != nil || c.Path(c.ModelFile) != filepath.Join(moved, "a", "b.onnx") {
+		t.Errorf("%s set: %s (%v)", deps.EnvModelDir, c.Path(c.ModelFile), err)
+	}
+	t.Setenv(deps.EnvModelDir, t.TempDir())
+	if err := Load(p, &c); err == nil || !errors.Is(err, ort.ErrMissing) || !strings.Contains(err.Error(), deps.EnvModelDir) {
+		t.Errorf("%s naming an empty store: %v", deps.EnvModelDir, err)
+	}
+	// Without model_dir the TOML's own directory is the store, whatever the
+	// environment says.
+	p = write(t, "model_file = \"b.onnx\"\n")
+	c = conf{}
+	if _ = Load(p, &c); c.Path(c.ModelFile) != filepath.Join(filepath.Dir(p), "b.onnx") || c.Dir() != filepath.Dir(p) {
+		t.Errorf("no model_dir: %s", c.Path(c.ModelFile))
+	}
+}
+
+func touch(t *testing.T, p string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadRefuses(t *testing.T) {
+	var c conf
+	for _, tc := range []struct{ path, want string }{
+		{write(t, "model_file = \"x\"\ntypo = 1\n"), "unknown keys typo"},
+		{filepath.Join(t.TempDir(), "none.toml"), "not found"},
+		{write(t, "model_file = \n"), "model config"},
+		{"", "needs a model TOML"},
+		{write(t, "max_pixels = -1\n"), "max_pixels -1"},
+	} {
+		if err := Load(tc.path, &c); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.path, err, tc.want)
+		}
+	}
+}
+
+func TestParse(t *testing.T) {
+	ps := []Param{{Key: "p", Kind: Prob, Doc: "prob"}, {Key: "n", Kind: Count, Min: 1, Max: 5, Doc: "count"}, {Key: "n2", Kind: Count, Max: 5, Doc: "count"},
+		{Key: "r", Kind: PosNum, Max: 4, Doc: "ratio"}, {Key: "b", Kind: Bool, Doc: "flag"}}
+	v, errs := Parse("x", ps, map[string]json.RawMessage{"p": json.RawMessage("0.25"), "n": json.RawMessage("5"),
+		"r": json.RawMessage("4"), "b": json.RawMessage("true")})
+	if errs != nil || v.Float("p", 1) != 0.25 || v.Int("n", 0) != 5 || v.Float("q", 0.5) != 0.5 || v.Int("m", 7) != 7 ||
+		v.Float("r", 0) != 4 || !v.Bool("b", false) || v.Bool("c", true) != true {
+		t.Fatalf("%v %v", v, errs)
+	}
+	_, errs = Parse("x", ps, map[string]json.RawMessage{"p": json.RawMessage("-0.1"), "n": json.RawMessage("0"),
+		"z~": json.RawMessage("1"), "s": json.RawMessage(`"` + strings.Repeat("a", 60) + `"`),
+		"r": json.RawMessage("0"), "b": json.RawMessage("1"), "n2": json.RawMessage("null")})
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Pointer+" "+e.Message)
+	}
+	want := []string{
+		`/params/b b: want true or false, got 1 (flag)`,
+		`/params/n n: 0 is not an integer in 1..5 (count)`,
+		`/params/n2 n2: want a number, got null (count)`,
+		`/params/p p: -0.1 is out of range (prob)`,
+		`/params/r r: 0 is out of range (ratio)`,
+		`/params/s unknown parameter "s" for a x model (accepted: p, n, n2, r, b)`,
+		`/params/z~0 unknown parameter "z~" for a x model (accepted: p, n, n2, r, b)`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if _, errs := Parse("x", nil, map[string]json.RawMessage{"a": json.RawMessage("1")}); len(errs) != 1 || !strings.Contains(errs[0].Message, "takes no params") {
+		t.Fatalf("%v", errs)
+	}
+	if _, errs := Parse("x", ps, map[string]json.RawMessage{"p": json.RawMessage(`"` + strings.Repeat("a", 60) + `"`)}); len(errs) != 1 || !strings.Contains(errs[0].Message, "…") {
+		t.Fatalf("long value not clipped: %v", errs)
+	}
+}
+
+func TestEach(t *testing.T) {
+	double := func(n int) (any, error) {
+		if n < 0 {
+			return nil, errors.New("negative")
+		}
+		return 2 * n, nil
+	}
+	res, err := Each("x", []model.Input{1, 2}, double)
+	if err != nil || len(res) != 2 || res[0].Data != 2 || res[1].Data != 4 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if _, err := Each("x", []model.Input{1, "two"}, double); err == nil || !strings.Contains(err.Error(), "item 1 was not prepared by this model (string)") {
+		t.Fatalf("foreign item: %v", err)
+	}
+	if _, err := Each("x", []model.Input{-1}, double); err == nil || err.Error() != "negative" {
+		t.Fatalf("failing item: %v", err)
+	}
+}
+
+func TestCommon(t *testing.T) {
+	h := &Head{Version: "v1", MaxPixels: 100}
+	c := NewCommon("thing", []Param{{Key: "p", Kind: Prob, Doc: "prob"}}, h)
+	if info := c.Info(); info.Name != "thing" || info.Version != "v1" || info.Task != "thing" {
+		t.Errorf("info %+v (the name defaults to the task)", info)
+	}
+	if errs := c.ValidateParams(map[string]json.RawMessage{"q": json.RawMessage("1")}); len(errs) != 1 || errs[0].Pointer != "/params/q" {
+		t.Errorf("%+v", errs)
+	}
+	var ie *model.ItemError
+	if _, _, err := c.Decode(map[string]json.RawMessage{"p": json.RawMessage("2")}, nil); !errors.As(err, &ie) || !strings.Contains(ie.Msg, "/params/p") {
+		t.Errorf("bad param: %v", err)
+	}
+	if _, _, err := c.Decode(nil, []byte("junk")); !errors.As(err, &ie) || ie.Status == 0 {
+		t.Errorf("bad image: %v", err)
+	}
+}

@@ -1,0 +1,114 @@
+// Package modeltest is what the model packages' tests share: loading a
+// model from its shipped conf/models file, running images through
+// Prepare + Run as the server does, and the real photographs the golden
+// tests use (Debian's python3-skimage data images, installed by
+// `make setup-deb`). A missing file fails the test with how to get it; it
+// never skips.
+package modeltest
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/fe64bb06/frontdoor/mortred/model"
+	"github.com/fe64bb06/frontdoor/mortred/model/ort/orttest"
+)
+
+// PhotoDir is where python3-skimage installs its sample photographs.
+const PhotoDir = "/usr/lib/python3/dist-packages/skimage/data"
+
+// Photo returns the bytes of one sample photograph (e.g. "astronaut.png").
+func Photo(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(PhotoDir, name))
+	if err != nil {
+		t.Fatalf("photo %s: %v (it comes with Debian's python3-skimage: run `make setup-deb`)", name, err)
+	}
+	return b
+}
+
+// ConfPath is conf/models/<name> of this repository.
+func ConfPath(t testing.TB, name string) string {
+	t.Helper()
+	root := orttest.RepoRoot()
+	if root == "" {
+		t.Fatal("cannot find the repository root (go.mod) above the working directory")
+	}
+	return filepath.Join(root, "conf", "models", name)
+}
+
+var (
+	mu     sync.Mutex
+	loaded = map[string]model.Model{}
+)
+
+// Load returns the instance of model type kind built from conf/models/<file>,
+// shared by the tests of one binary (sessions are slow to create).
+func Load(t testing.TB, kind, file string) model.Model {
+	t.Helper()
+	lib := orttest.Lib(t)
+	orttest.ModelDir(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if m, ok := loaded[file]; ok {
+		return m
+	}
+	f, err := model.Lookup(kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := f(ConfPath(t, file), model.Options{ORTLib: lib, IntraOpThreads: 1})
+	if err != nil {
+		t.Fatalf("loading %s: %v", file, err)
+	}
+	loaded[file] = m
+	return m
+}
+
+// Infer prepares each image and runs them as one batch, as the server's
+// batcher does; a Prepare error is returned in that item's Result.
+func Infer(t testing.TB, m model.Model, params map[string]json.RawMessage, images ...[]byte) []model.Result {
+	t.Helper()
+	out := make([]model.Result, len(images))
+	var batch []model.Input
+	var idx []int
+	for i, img := range images {
+		in, err := m.Prepare(img, params)
+		if err != nil {
+			out[i] = model.Result{Err: err}
+			continue
+		}
+		batch = append(batch, in)
+		idx = append(idx, i)
+	}
+	if len(batch) > 0 {
+		res, err := m.Run(context.Background(), batch)
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		if len(res) != len(batch) {
+			t.Fatalf("run returned %d results for %d items", len(res), len(batch))
+		}
+		for k, i := range idx {
+			out[i] = res[k]
+		}
+	}
+	return out
+}
+
+// Data returns a successful result's payload as T.
+func Data[T any](t testing.TB, r model.Result) T {
+	t.Helper()
+	if r.Err != nil {
+		t.Fatalf("item failed: %v", r.Err)
+	}
+	v, ok := r.Data.(T)
+	if !ok {
+		t.Fatalf("data is %T", r.Data)
+	}
+	return v
+}
