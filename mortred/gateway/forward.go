@@ -233,6 +233,13 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, u *Upstr
 	g.cfg.Edge.WriteDeadline(w)
 	var tooLarge *http.MaxBytesError
 	switch {
+	case in.timedOut():
+		// The body did not arrive in time (net/http then also ends the
+		// request's context, so this comes before the hang-up case).
+		w.Header().Set("Connection", "close")
+		writeEnvelope(w, http.StatusRequestTimeout, statusInvalid,
+			fmt.Sprintf("the request body was not received within %s ([gateway] body_timeout_ms); send it faster", g.cfg.Edge.BodyTimeout), "")
+		g.metrics.request(u.ID, http.StatusRequestTimeout)
 	case r.Context().Err() != nil:
 		// The client hung up: not the model's fault and not a 502. Nothing
 		// was served; returning without a write would make net/http
@@ -250,11 +257,6 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, u *Upstr
 			fmt.Sprintf("model %s is not running or still loading (connection refused at %s); start it with `mortredctl start %s` or retry shortly", u.ID, u.Addr, u.ID), "")
 		g.metrics.upstreamErrors.WithLabelValues(u.ID, "refused").Inc()
 		g.metrics.request(u.ID, http.StatusServiceUnavailable)
-	case isTimeout(err) && !bodyDone(in):
-		w.Header().Set("Connection", "close")
-		writeEnvelope(w, http.StatusRequestTimeout, statusInvalid,
-			fmt.Sprintf("the request body was not received within %s ([gateway] body_timeout_ms); send it faster", g.cfg.Edge.BodyTimeout), "")
-		g.metrics.request(u.ID, http.StatusRequestTimeout)
 	default:
 		g.log.Warn("gateway_upstream_failed", "model", u.ID, "addr", u.Addr, "err", err)
 		writeEnvelope(w, http.StatusBadGateway, statusServerError,
@@ -354,6 +356,8 @@ type eofReader struct {
 	// done runs at the body's end (it lifts the body's read deadline).
 	done func()
 	eof  atomic.Bool
+	// timeout is set when a read of the client's body hit its deadline.
+	timeout atomic.Bool
 	// mu is held by Read, so abandon can wait out a read in progress.
 	mu        sync.Mutex
 	abandoned bool
@@ -366,15 +370,19 @@ func (e *eofReader) Read(p []byte) (int, error) {
 		return 0, errBodyAbandoned
 	}
 	n, err := e.r.Read(p)
-	if err == io.EOF && !e.eof.Swap(true) && e.done != nil {
-		e.done()
+	switch {
+	case err == io.EOF:
+		if !e.eof.Swap(true) && e.done != nil {
+			e.done()
+		}
+	case err != nil && isTimeout(err):
+		e.timeout.Store(true)
 	}
 	return n, err
 }
 
-// bodyDone reports whether the client's body was read to its end (true
-// when there was none).
-func bodyDone(e *eofReader) bool { return e == nil || e.eof.Load() }
+// timedOut reports whether reading the client's body hit its deadline.
+func (e *eofReader) timedOut() bool { return e != nil && e.timeout.Load() }
 
 var errBodyAbandoned = errors.New("the model server answered before the request body ended")
 
