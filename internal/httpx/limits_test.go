@@ -147,3 +147,51 @@ func TestLimitListenerCloseUnblocksAccept(t *testing.T) {
 		t.Fatal("Accept on a closed full listener returned a connection")
 	}
 }
+
+// TestWriteDeadlines: an answer the client does not read is cut at
+// WriteTimeout (the handler's write fails); a handler under
+// NoWriteDeadline may answer after it; a StreamWriter's deadline moves
+// with each write.
+func TestWriteDeadlines(t *testing.T) {
+	l := Limits{WriteTimeout: 300 * time.Millisecond}
+	writeErr := make(chan error, 1)
+	big := make([]byte, 1<<20)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		for range 256 { // 256 MiB: far more than socket buffers hold
+			if _, err := w.Write(big); err != nil {
+				writeErr <- err
+				return
+			}
+		}
+		writeErr <- nil
+	})
+	mux.Handle("/late", NoWriteDeadline(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(2 * l.WriteTimeout)
+		_, _ = io.WriteString(w, "late")
+	})))
+	mux.HandleFunc("/stream", func(w http.ResponseWriter, r *http.Request) {
+		sw := l.StreamWriter(w)
+		for i := range 4 {
+			time.Sleep(l.WriteTimeout / 2) // 4 × half the timeout: longer than one
+			if _, err := fmt.Fprintf(sw, "%d", i); err != nil {
+				return
+			}
+			_ = http.NewResponseController(w).Flush()
+		}
+	})
+	addr := edge(t, l, mux)
+
+	c := dial(t, addr)
+	io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n") // and never read
+	if err := <-writeErr; !isTimeout(err) {
+		t.Fatalf("unread answer: write ended with %v, want a timeout", err)
+	}
+	for path, want := range map[string]string{"/late": "late", "/stream": "0123"} {
+		c = dial(t, addr)
+		io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp, body := testproc.ReadResponse(t, bufio.NewReader(c)); resp.StatusCode != 200 || body != want {
+			t.Fatalf("%s: %d %q", path, resp.StatusCode, body)
+		}
+	}
+}

@@ -74,21 +74,22 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	httpx.CopyResponseHeader(h, resp.Header)
 	in.abandon(w)
 	h["X-Mortred-Model"] = []string{u.ID}
+	// The client has WriteTimeout from now to take the answer, or, for a
+	// stream, each chunk.
+	g.cfg.Edge.WriteDeadline(w)
 	if rewriteJobs {
-		g.cfg.Edge.WriteDeadline(w)
 		g.writeJobAnswer(w, r, u, resp)
 	} else {
 		var flush func() error
+		var dst io.Writer = w
 		if needsFlush(resp) {
-			// A stream: no write deadline (the model server's deadline
-			// ends it). A failed flush shows in the next write.
+			// A failed flush shows in the next write.
 			rc := http.NewResponseController(w)
 			flush = func() error { _ = rc.Flush(); return nil }
-		} else {
-			g.cfg.Edge.WriteDeadline(w)
+			dst = g.cfg.Edge.StreamWriter(w)
 		}
 		w.WriteHeader(resp.StatusCode)
-		if readErr, writeErr := httpx.Relay(w, flush, resp.Body, nil, nil); writeErr != nil {
+		if readErr, writeErr := httpx.Relay(dst, flush, resp.Body, nil, nil); writeErr != nil {
 			g.abortMidResponse(r, u, fmt.Errorf("%w: %w", errClientWrite, writeErr))
 		} else if readErr != nil {
 			g.abortMidResponse(r, u, readErr)
@@ -116,7 +117,6 @@ func (g *Gateway) roundTrip(r *http.Request, u *Upstream, path string, body io.R
 
 // refuse answers a request the gateway itself turns away.
 func (g *Gateway) refuse(w http.ResponseWriter, st *upstreamState, code int, es envelope.Status, msg string) {
-	g.cfg.Edge.WriteDeadline(w)
 	writeEnvelope(w, code, es, msg, "")
 	st.request(code)
 }
@@ -230,6 +230,8 @@ var errClientWrite = errors.New("writing to the client failed")
 
 // upstreamError classifies a failure before any response byte was sent.
 func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, u *Upstream, in *eofReader, err error) {
+	// The wait for the model may have outlasted the request's first
+	// write deadline.
 	g.cfg.Edge.WriteDeadline(w)
 	var tooLarge *http.MaxBytesError
 	switch {
