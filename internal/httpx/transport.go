@@ -11,8 +11,7 @@ import (
 // reading at this size instead of buffering the head.
 const MaxResponseHeaderBytes = 64 << 10
 
-// CopyBufSize is the buffer an answer streams through (Relay), also the
-// Transport's read and write buffer sizes.
+// CopyBufSize is the buffer an answer streams through (Relay).
 const CopyBufSize = 32 << 10
 
 // TransportConfig is one kind of upstream (engines; model servers).
@@ -61,7 +60,8 @@ func NewTransport(c TransportConfig) *http.Transport {
 		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 		DisableCompression:     true,
 		ForceAttemptHTTP2:      false,
-		ReadBufferSize:         CopyBufSize,
-		WriteBufferSize:        CopyBufSize,
+		// Read and write buffers keep net/http's 4 KiB: every open stream
+		// holds both for its whole life, and a large read (Relay's 32 KiB)
+		// bypasses the read buffer anyway.
 	}
 }
