@@ -178,7 +178,7 @@ func TestBodyHeldWhileWritten(t *testing.T) {
 		<-release
 		_, _ = io.Copy(io.Discard, br)
 	})
-	t.Cleanup(free) // before the server's cleanup, which waits for the handler
+	t.Cleanup(free)                     // before the server's cleanup, which waits for the handler
 	data := strings.Repeat("c", 32<<20) // far more than the socket buffers take
 	b, err := ReadBody(strings.NewReader(data), int64(len(data)), 64<<20)
 	if err != nil {
