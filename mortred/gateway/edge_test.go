@@ -161,11 +161,14 @@ func TestSlowBodyIs408(t *testing.T) {
 		c := gw.dial(t)
 		fmt.Fprintf(c, "POST /v1/models/M/infer HTTP/1.1\r\nHost: g\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", tok, size)
 		stop := testproc.Trickle(c, []byte(strings.Repeat(" ", 100)), 100*time.Millisecond) // at most 10 s
-		resp, body := testproc.ReadResponse(t, bufio.NewReader(c))
-		stop()
+		br := bufio.NewReader(c)
+		resp, body := testproc.ReadResponse(t, br)
 		if resp.StatusCode != http.StatusRequestTimeout || !resp.Close {
 			t.Fatalf("%d bytes: %d close=%v %s", size, resp.StatusCode, resp.Close, body)
 		}
+		// And the connection really ends while the client still trickles.
+		testproc.ReadClosed(t, br)
+		stop()
 	}
 }
 

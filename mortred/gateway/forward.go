@@ -61,11 +61,13 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 			// whole into a pooled buffer first: it reaches the model
 			// server with its head in one write.
 			b, err := httpx.ReadBody(r.Body, r.ContentLength, g.cfg.MaxBody)
-			httpx.LiftReadDeadline(w)
 			if err != nil {
+				// The body deadline stays: it bounds what net/http still
+				// reads of the body before it closes.
 				g.bodyError(w, r, u, err)
 				return
 			}
+			httpx.LiftReadDeadline(w)
 			defer b.Release()
 			small = b
 		} else {

@@ -51,10 +51,14 @@ func TestSlowBodyCut(t *testing.T) {
 	c := rt.dial(t)
 	io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: r\r\nContent-Length: 1000\r\n\r\n{\"model\":\"m\"")
 	defer testproc.Trickle(c, []byte(strings.Repeat(" ", 100)), 100*time.Millisecond)() // at most 10 s
-	resp, body := testproc.ReadResponse(t, bufio.NewReader(c))
+	br := bufio.NewReader(c)
+	resp, body := testproc.ReadResponse(t, br)
 	if resp.StatusCode != http.StatusRequestTimeout || !resp.Close || !strings.Contains(body, "body_timeout") {
 		t.Fatalf("%d close=%v %s", resp.StatusCode, resp.Close, body)
 	}
+	// And the connection really ends, while the client still trickles
+	// (the router does not wait for the rest of the body).
+	testproc.ReadClosed(t, br)
 	if n := eng.requests.Load(); n != 0 {
 		t.Fatalf("engine called %d times for a body that never came", n)
 	}
