@@ -137,8 +137,13 @@ func TestBadAnswersAre502(t *testing.T) {
 		io.WriteString(w, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n4\r\n\x1f\x8b\x08\x00\r\n0\r\n\r\n")
 		return true
 	})
-	gw, _, _ := newGateway(t, Upstream{ID: "H", URI: "/h", Addr: huge.Addr()}, Upstream{ID: "G", URI: "/g", Addr: gzipChunked.Addr()})
-	for _, id := range []string{"H", "G"} {
+	switching := newRawModel(t, func(w *bufio.Writer, r *http.Request, body string) bool {
+		io.WriteString(w, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: evil\r\n\r\nraw bytes")
+		return false
+	})
+	gw, _, _ := newGateway(t, Upstream{ID: "H", URI: "/h", Addr: huge.Addr()}, Upstream{ID: "G", URI: "/g", Addr: gzipChunked.Addr()},
+		Upstream{ID: "S", URI: "/s", Addr: switching.Addr()})
+	for _, id := range []string{"H", "G", "S"} {
 		resp, body := do(t, "POST", gw.URL+"/v1/models/"+id+"/infer", tok, strings.NewReader(`{}`))
 		var env struct{ Status int }
 		_ = json.Unmarshal(body, &env)
@@ -148,6 +153,21 @@ func TestBadAnswersAre502(t *testing.T) {
 	}
 	if w := huge.Wrote(); w >= testproc.HugeHead {
 		t.Fatalf("the model wrote all %d MiB of its head: the gateway read it", w>>20)
+	}
+}
+
+// TestMalformedChunkedBodyIs400: a client's chunked body that does not
+// parse is the client's fault (400), not the model server's (502).
+func TestMalformedChunkedBodyIs400(t *testing.T) {
+	m := fakeModel(t)
+	gw, _, _ := newGateway(t, modelAt(strings.TrimPrefix(m.URL, "http://")))
+	for _, chunks := range []string{"fffffffffffffffffff\r\n{}\r\n0\r\n\r\n", "2\n{}\r\n0\r\n\r\n", "2\r\n{}\n0\r\n\r\n"} {
+		c := gw.dial(t)
+		fmt.Fprintf(c, "POST /v1/models/M/infer HTTP/1.1\r\nHost: g\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%s", tok, chunks)
+		resp, body := testproc.ReadResponse(t, bufio.NewReader(c))
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("%q: %d %s", chunks, resp.StatusCode, body)
+		}
 	}
 }
 

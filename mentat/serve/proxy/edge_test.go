@@ -119,6 +119,21 @@ func TestGzipChunkedAnswerIs502(t *testing.T) {
 	}
 }
 
+// TestSwitchingProtocolsIs502: no request asks to switch protocols (the
+// router forwards no Upgrade), so a 101 answer is an engine failure.
+func TestSwitchingProtocolsIs502(t *testing.T) {
+	eng := newRawEngine(t, func(w *bufio.Writer, r *http.Request, body string) bool {
+		io.WriteString(w, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: evil\r\n\r\nraw bytes")
+		return false
+	})
+	rt := newRouter(t, Config{})
+	rt.publish(t, map[string]string{"m": rawBase(eng)}, nil)
+	resp := rt.post(t, "/v1/chat/completions", jsonCT, `{"model":"m"}`)
+	if e := decodeError(t, resp); resp.StatusCode != http.StatusBadGateway || e.Error.Code != "upstream_error" {
+		t.Fatalf("%d %+v", resp.StatusCode, e.Error)
+	}
+}
+
 // TestContentEncodedAnswerPassesVerbatim: an answer the engine compressed
 // itself reaches the client byte for byte with its Content-Encoding (the
 // Transport does not decompress).

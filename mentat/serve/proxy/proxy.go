@@ -231,7 +231,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 	x.mm = p.m.model(x.model)
 	x.mm.gauge().Inc()
 
-	resp, err := p.transport.RoundTrip(upstreamRequest(ctx, x.target, body, r.Header))
+	resp, err := httpx.RoundTrip(p.transport, upstreamRequest(ctx, x.target, body, r.Header))
 	if err != nil {
 		return classifyUpstream(err, r.Context(), ctx, x)
 	}
