@@ -206,3 +206,29 @@ func TestStrayCRLFBetweenPosts(t *testing.T) {
 		}
 	}
 }
+
+// TestJobIDsStayOneSegment: a job id that decodes into a separator, a
+// dot segment, a query, a fragment or a NUL is refused with 404; nothing
+// reaches the model server (which would otherwise get another path with
+// the model's token).
+func TestJobIDsStayOneSegment(t *testing.T) {
+	var seen atomic.Int64
+	m := newRawModel(t, func(w *bufio.Writer, r *http.Request, body string) bool {
+		seen.Add(1)
+		io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+		return true
+	})
+	gw, _, _ := newGateway(t, Upstream{ID: "J", URI: "/j", Addr: m.Addr(), Token: modelTok})
+	for _, p := range []string{"..%2F..%2Fmetrics", "%2e%2e/result", "%2E/wait", "a%3Fb=c", "a%23b/wait", "x%00y", "a%2Fb"} {
+		resp, body := do(t, http.MethodGet, gw.URL+"/v1/models/J/jobs/"+p, tok, nil)
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"status":63`) {
+			t.Fatalf("%s: %d %s", p, resp.StatusCode, body)
+		}
+	}
+	if n := seen.Load(); n != 0 {
+		t.Fatalf("model server got %d requests for job ids that are not one segment", n)
+	}
+	if resp, body := do(t, http.MethodGet, gw.URL+"/v1/models/J/jobs/j-1_a.b~c/wait", tok, nil); resp.StatusCode != 200 || seen.Load() != 1 {
+		t.Fatalf("plain id: %d %s", resp.StatusCode, body)
+	}
+}
