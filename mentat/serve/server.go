@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fe64bb06/frontdoor/internal/h1server"
 	"github.com/fe64bb06/frontdoor/internal/logx"
 	"github.com/fe64bb06/frontdoor/mentat/serve/discovery"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
@@ -32,10 +31,6 @@ type Server struct {
 	mux     *http.ServeMux
 	start   time.Time
 	trigger chan struct{}
-
-	// fast, when set, serves the requests it takes on the listener's
-	// connections before the mux (see SetFast).
-	fast h1server.Handler
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -86,12 +81,6 @@ func (s *Server) Routes() routes.Source { return &s.holder }
 // Handle mounts a handler on the server's mux (net/http patterns). Call it
 // before Run.
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
-
-// SetFast puts h in front of the mux: the requests it takes are served
-// on the connection's goroutine without net/http (see
-// internal/h1server); a connection goes to the mux at the first request
-// it does not take. Call it before Run.
-func (s *Server) SetFast(h h1server.Handler) { s.fast = h }
 
 // Handler is the server's whole HTTP handler.
 func (s *Server) Handler() http.Handler { return s.mux }
@@ -175,17 +164,11 @@ func (s *Server) Run(ctx context.Context) error {
 	})
 	wg.Go(func() { s.publish(ctx, p) })
 
-	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
-	var srv interface {
-		Serve(net.Listener) error
-		Shutdown(context.Context) error
-		Close() error
-	} = hs
-	if s.fast != nil {
-		srv = &h1server.Server{Handler: s.fast, Fallback: hs}
-	}
+	// net/http with the edge limits (SERVE_* variables); the connection
+	// cap wraps the listener.
+	srv := s.cfg.Edge.Server(s.mux, slog.NewLogLogger(s.log.Handler(), slog.LevelDebug))
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(s.ln) }()
+	go func() { serveErr <- srv.Serve(s.cfg.Edge.Listener(s.ln)) }()
 
 	var err error
 	select {

@@ -16,20 +16,21 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fe64bb06/frontdoor/internal/h1client"
+	"github.com/fe64bb06/frontdoor/internal/httpx"
+	"github.com/fe64bb06/frontdoor/mortred/envelope"
 )
 
-// Headers a model server needs to see; everything else stays at the edge.
-var forwardRequestHeaders = []string{"Content-Type", "Accept", "X-Request-ID"}
-
-// Hop-by-hop headers never cross the gateway (RFC 9110 7.6.1).
-var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+// Headers a model server needs to see (canonical names); everything else
+// stays at the edge, and so do these when the client's Connection header
+// names them.
+var forwardRequestHeaders = []string{"Content-Type", "Accept", "X-Request-Id"}
 
 // maxJobAnswer bounds a job answer read into memory to rewrite its URLs.
 const maxJobAnswer = 1 << 20
 
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+// maxSmallBody is the largest declared body read whole before it is
+// forwarded; larger and undeclared ones stream through.
+const maxSmallBody = 64 << 10
 
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, path string, rewriteJobs bool) {
 	start := time.Now()
@@ -42,13 +43,41 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	}
 	var body io.Reader = http.NoBody
 	var in *eofReader
-	if r.Body != nil && r.ContentLength != 0 {
-		// Streams through: the limit is enforced while reading, so an
-		// undeclared length is cut at the limit instead of buffered.
-		in = &eofReader{r: http.MaxBytesReader(w, r.Body, g.cfg.MaxBody)}
-		body = in
+	var small *httpx.Body
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+			// Model servers read the body as JSON and decode no content
+			// coding; passing the header would not make them, and
+			// dropping it would hand them compressed bytes as JSON.
+			g.refuse(w, st, http.StatusUnsupportedMediaType, statusUnsupported,
+				fmt.Sprintf("request bodies with Content-Encoding %q are not supported; send the body uncompressed", ce))
+			return
+		}
+		// The body must arrive within the edge's BodyTimeout; the deadline
+		// is lifted at its end, before the model works.
+		g.cfg.Edge.BodyDeadline(w)
+		if r.ContentLength > 0 && r.ContentLength <= maxSmallBody {
+			// A small body (an image thumbnail, the common case) is read
+			// whole into a pooled buffer first: it reaches the model
+			// server with its head in one write.
+			b, err := httpx.ReadBody(r.Body, r.ContentLength, g.cfg.MaxBody)
+			if err != nil {
+				// The body deadline stays: it bounds what net/http still
+				// reads of the body before it closes.
+				g.bodyError(w, r, u, err)
+				return
+			}
+			httpx.LiftReadDeadline(w)
+			defer b.Release()
+			small = b
+		} else {
+			// Streams through: the limit is enforced while reading, so an
+			// undeclared length is cut at the limit instead of buffered.
+			in = &eofReader{r: http.MaxBytesReader(w, r.Body, g.cfg.MaxBody), done: func() { httpx.LiftReadDeadline(w) }}
+			body = in
+		}
 	}
-	resp, err := g.roundTrip(r, u, st, path, body, in)
+	resp, err := g.roundTrip(r, u, path, body, small, st)
 	var be *buildError
 	if errors.As(err, &be) {
 		writeEnvelope(w, http.StatusBadGateway, statusServerError, "cannot build the upstream request: "+be.err.Error(), "")
@@ -57,72 +86,64 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	}
 	if err != nil {
 		in.abandon(w)
-		g.upstreamError(w, r, u, err)
+		g.upstreamError(w, r, u, in, err)
 		return
 	}
 	defer resp.Body.Close()
 
 	h := w.Header()
-	for k, v := range resp.Header {
-		h[k] = v
-	}
-	for _, k := range hopByHop {
-		delete(h, k)
-	}
+	httpx.CopyResponseHeader(h, resp.Header)
 	in.abandon(w)
 	h["X-Mortred-Model"] = []string{u.ID}
+	// The client has WriteTimeout from now to take the answer, or, for a
+	// stream, each chunk.
+	g.cfg.Edge.WriteDeadline(w)
 	if rewriteJobs {
 		g.writeJobAnswer(w, r, u, resp)
 	} else {
-		w.WriteHeader(resp.StatusCode)
 		var flush func() error
+		var dst io.Writer = w
 		if needsFlush(resp) {
-			rc := http.NewResponseController(w)
 			// A failed flush shows in the next write.
+			rc := http.NewResponseController(w)
 			flush = func() error { _ = rc.Flush(); return nil }
+			dst = g.cfg.Edge.StreamWriter(w)
 		}
-		if err := copyBody(w, resp.Body, flush); err != nil {
-			g.abortMidResponse(r, u, err)
+		w.WriteHeader(resp.StatusCode)
+		if readErr, writeErr := httpx.Relay(dst, flush, resp.Body, nil, nil); writeErr != nil {
+			g.abortMidResponse(r, u, fmt.Errorf("%w: %w", errClientWrite, writeErr))
+		} else if readErr != nil {
+			g.abortMidResponse(r, u, readErr)
 		}
 	}
 	st.request(resp.StatusCode)
 	st.observe(time.Since(start).Seconds())
 }
 
-// roundTrip sends the model server's request. A body of declared length
-// (none, or Content-Length) goes through the in-goroutine HTTP/1.1 client,
-// about 10 µs of CPU a request less than the Transport; a chunked body
-// goes through the Transport. Errors read as http.Client reports them,
-// for the same log and 502 text.
-func (g *Gateway) roundTrip(r *http.Request, u *Upstream, st *upstreamState, path string, body io.Reader, in *eofReader) (*http.Response, error) {
-	if g.h1 != nil && r.ContentLength >= 0 {
-		target, err := upstreamURL(r, u.Addr, path)
-		if err != nil {
-			return nil, &buildError{err}
-		}
-		if g.h1.Handles(target) {
-			req := &h1client.Request{Method: r.Method, Target: target, Header: upstreamHeader(r, st)}
-			if in != nil {
-				req.BodyReader, req.ContentLength = in, r.ContentLength
-			}
-			resp, err := g.h1.RoundTrip(r.Context(), req)
-			if err != nil {
-				return nil, &url.Error{Op: urlErrorOp(r.Method), URL: target.String(), Err: err}
-			}
-			return resp, nil
-		}
-	}
+// roundTrip sends the model server's request through the Transport.
+// Errors read as http.Client reports them, for the same log and 502 text.
+// A small body read whole (small) is attached instead of body.
+func (g *Gateway) roundTrip(r *http.Request, u *Upstream, path string, body io.Reader, small *httpx.Body, st *upstreamState) (*http.Response, error) {
 	out, err := upstreamRequest(r, u.Addr, path, body)
 	if err != nil {
 		return nil, &buildError{err}
 	}
 	out.ContentLength = r.ContentLength
 	out.Header = upstreamHeader(r, st)
-	resp, err := g.transport.RoundTrip(out)
+	if small != nil {
+		out = small.Attach(out)
+	}
+	resp, err := httpx.RoundTrip(g.transport, out)
 	if err != nil {
 		return nil, &url.Error{Op: urlErrorOp(out.Method), URL: out.URL.String(), Err: err}
 	}
 	return resp, nil
+}
+
+// refuse answers a request the gateway itself turns away.
+func (g *Gateway) refuse(w http.ResponseWriter, st *upstreamState, code int, es envelope.Status, msg string) {
+	writeEnvelope(w, code, es, msg, "")
+	st.request(code)
 }
 
 // buildError is a model server request that could not be built (a path
@@ -135,12 +156,7 @@ func (e *buildError) Error() string { return e.err.Error() }
 // forwarded headers, the model's own Authorization, X-Forwarded-For.
 func upstreamHeader(r *http.Request, st *upstreamState) http.Header {
 	h := make(http.Header, len(forwardRequestHeaders)+2)
-	for _, k := range forwardRequestHeaders {
-		// Values, not the map: "X-Request-ID" is not canonical.
-		if v := r.Header.Values(k); len(v) > 0 {
-			h[k] = v
-		}
-	}
+	httpx.ForwardHeader(h, r.Header, forwardRequestHeaders)
 	if st.auth != nil {
 		h["Authorization"] = st.auth
 	}
@@ -148,20 +164,6 @@ func upstreamHeader(r *http.Request, st *upstreamState) http.Header {
 		h["X-Forwarded-For"] = []string{xff}
 	}
 	return h
-}
-
-// upstreamURL is the model server's URL, http://addr+path with the
-// client's query, built as upstreamRequest builds it.
-func upstreamURL(r *http.Request, addr, path string) (*url.URL, error) {
-	if !plainPath(path) {
-		u, err := url.Parse("http://" + addr + path)
-		if err != nil {
-			return nil, err
-		}
-		u.RawQuery = r.URL.RawQuery
-		return u, nil
-	}
-	return &url.URL{Scheme: "http", Host: addr, Path: path, RawQuery: r.URL.RawQuery}, nil
 }
 
 // upstreamRequest builds the model server's request on http://addr+path
@@ -213,11 +215,7 @@ func urlErrorOp(method string) string {
 // stream, or one whose length is unknown (progressive output). A body of
 // known length goes out through the response buffer like any other.
 func needsFlush(resp *http.Response) bool {
-	if resp.ContentLength < 0 {
-		return true
-	}
-	mt, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
-	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
+	return resp.ContentLength < 0 || httpx.IsEventStream(resp.Header.Get("Content-Type"))
 }
 
 // forwardedFor is the X-Forwarded-For the model server sees. The model
@@ -227,6 +225,9 @@ func needsFlush(resp *http.Response) bool {
 // own X-Forwarded-For is then kept as it is.
 func forwardedFor(r *http.Request) string {
 	vv := r.Header["X-Forwarded-For"]
+	if len(vv) > 0 && httpx.NamedInConnection(r.Header, "X-Forwarded-For") {
+		vv = nil // the client made it hop-by-hop
+	}
 	var prior string
 	switch len(vv) {
 	case 0:
@@ -248,46 +249,34 @@ func forwardedFor(r *http.Request) string {
 	return prior + ", " + host
 }
 
-// copyBody streams src to w through one pooled buffer, calling flush
-// (when not nil) after each chunk; either way a slow client blocks the
-// write, which slows the upstream read instead of growing memory. A
-// failed write or flush is errClientWrite.
-func copyBody(w io.Writer, src io.Reader, flush func() error) error {
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	buf := *bp
-	for {
-		n, rerr := src.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return fmt.Errorf("%w: %w", errClientWrite, werr)
-			}
-			if flush != nil {
-				if ferr := flush(); ferr != nil {
-					return fmt.Errorf("%w: %w", errClientWrite, ferr)
-				}
-			}
-		}
-		if rerr == io.EOF {
-			return nil
-		}
-		if rerr != nil {
-			return rerr
-		}
-	}
-}
-
 // errClientWrite marks a copy that failed writing to the client.
 var errClientWrite = errors.New("writing to the client failed")
 
 // upstreamError classifies a failure before any response byte was sent.
-func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, u *Upstream, err error) {
+func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, u *Upstream, in *eofReader, err error) {
+	// The wait for the model may have outlasted the request's first
+	// write deadline.
+	g.cfg.Edge.WriteDeadline(w)
 	var tooLarge *http.MaxBytesError
 	switch {
+	case in.timedOut():
+		// The body did not arrive in time (net/http then also ends the
+		// request's context, so this comes before the hang-up case).
+		g.bodyTimeout(w, u)
+	case r.Context().Err() == nil && in.failed() && !errors.As(err, &tooLarge) && !errors.As(in.readErr(), &tooLarge):
+		// The client's (chunked) body was malformed: its fault, not the
+		// model server's.
+		w.Header().Set("Connection", "close")
+		writeEnvelope(w, http.StatusBadRequest, statusInvalid,
+			fmt.Sprintf("could not read the request body: %v; send a well-formed body", trimErr(in.readErr())), "")
+		g.metrics.request(u.ID, http.StatusBadRequest)
 	case r.Context().Err() != nil:
-		// The client hung up: not the model's fault and not a 502.
+		// The client hung up: not the model's fault and not a 502. Nothing
+		// was served; returning without a write would make net/http
+		// answer 200 with an empty body (to a client that half-closed
+		// but still reads), so the connection is cut instead.
 		g.metrics.clientClosed.WithLabelValues(u.ID).Inc()
-		return
+		panic(http.ErrAbortHandler)
 	case errors.As(err, &tooLarge):
 		writeEnvelope(w, http.StatusRequestEntityTooLarge, statusTooLarge,
 			fmt.Sprintf("request body is over the gateway's limit of %d bytes", tooLarge.Limit), "")
@@ -342,14 +331,41 @@ func (g *Gateway) writeJobAnswer(w http.ResponseWriter, r *http.Request, u *Upst
 }
 
 func (g *Gateway) abortOrFail(w http.ResponseWriter, r *http.Request, u *Upstream, err error) {
-	if r.Context().Err() != nil {
-		g.metrics.clientClosed.WithLabelValues(u.ID).Inc()
-		return
-	}
 	for k := range w.Header() {
 		w.Header().Del(k)
 	}
-	g.upstreamError(w, r, u, err)
+	g.upstreamError(w, r, u, nil, err)
+}
+
+// bodyError answers a small body that could not be read whole: too slow
+// (408), the client gone (the connection is cut), or cut short (400).
+func (g *Gateway) bodyError(w http.ResponseWriter, r *http.Request, u *Upstream, err error) {
+	switch {
+	case isTimeout(err):
+		g.bodyTimeout(w, u)
+	case r.Context().Err() != nil:
+		g.metrics.clientClosed.WithLabelValues(u.ID).Inc()
+		panic(http.ErrAbortHandler)
+	default:
+		w.Header().Set("Connection", "close")
+		writeEnvelope(w, http.StatusBadRequest, statusInvalid,
+			fmt.Sprintf("could not read the request body: %v; send the whole body (Content-Length must match)", err), "")
+		g.metrics.request(u.ID, http.StatusBadRequest)
+	}
+}
+
+// bodyTimeout is the answer to a body not received within BodyTimeout.
+func (g *Gateway) bodyTimeout(w http.ResponseWriter, u *Upstream) {
+	w.Header().Set("Connection", "close")
+	writeEnvelope(w, http.StatusRequestTimeout, statusInvalid,
+		fmt.Sprintf("the request body was not received within %s ([gateway] body_timeout_ms); send it faster", g.cfg.Edge.BodyTimeout), "")
+	g.metrics.request(u.ID, http.StatusRequestTimeout)
+}
+
+// isTimeout reports whether err is an expired deadline.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // rewriteJobURLs prefixes poll_url and result_url in a JSON object; anything
@@ -391,8 +407,14 @@ func trimErr(err error) string {
 // eofReader notes when the client's body has been read to its end. It is
 // read by the transport's goroutine and checked by the handler's.
 type eofReader struct {
-	r   io.Reader
-	eof atomic.Bool
+	r io.Reader
+	// done runs at the body's end (it lifts the body's read deadline).
+	done func()
+	eof  atomic.Bool
+	// timeout is set when a read of the client's body hit its deadline.
+	timeout atomic.Bool
+	// err is the first error reading the client's body (not EOF).
+	err atomic.Pointer[error]
 	// mu is held by Read, so abandon can wait out a read in progress.
 	mu        sync.Mutex
 	abandoned bool
@@ -405,11 +427,33 @@ func (e *eofReader) Read(p []byte) (int, error) {
 		return 0, errBodyAbandoned
 	}
 	n, err := e.r.Read(p)
-	if err == io.EOF {
-		e.eof.Store(true)
+	switch {
+	case err == io.EOF:
+		if !e.eof.Swap(true) && e.done != nil {
+			e.done()
+		}
+	case err != nil:
+		e.err.CompareAndSwap(nil, &err)
+		if isTimeout(err) {
+			e.timeout.Store(true)
+		}
 	}
 	return n, err
 }
+
+// failed reports whether reading the client's body failed.
+func (e *eofReader) failed() bool { return e != nil && e.err.Load() != nil }
+
+// readErr is the first error reading the client's body, nil if none.
+func (e *eofReader) readErr() error {
+	if p := e.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// timedOut reports whether reading the client's body hit its deadline.
+func (e *eofReader) timedOut() bool { return e != nil && e.timeout.Load() }
 
 var errBodyAbandoned = errors.New("the model server answered before the request body ended")
 

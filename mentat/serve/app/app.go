@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/internal/httpx"
 	"github.com/fe64bb06/frontdoor/mentat/serve"
 	"github.com/fe64bb06/frontdoor/mentat/serve/mcp"
 	"github.com/fe64bb06/frontdoor/mentat/serve/proxy"
@@ -48,7 +49,7 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	routes := srv.Routes()
-	px := proxy.New(routes, proxy.Config{Timeout: cfg.ServingTimeout}, log, reg)
+	px := proxy.New(routes, proxy.Config{Timeout: cfg.ServingTimeout, Edge: cfg.Edge}, log, reg)
 	status := func() any { return serve.Status(routes.Load(), srv.Uptime()) }
 	ep, err := mcp.New(routes, mcp.Config{ToolsTTL: cfg.ToolsTTL, CallTimeout: cfg.MCPTimeout}, status, log)
 	if err != nil {
@@ -64,17 +65,19 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	scrapeClient := &http.Client{Timeout: cfg.ProbeTimeout, Transport: scrapeTransport}
 	st := stats.New(routes, inflight{px.Inflight()}, scrapeClient, log)
 
+	// Every answer must be written within SERVE_WRITE_TIMEOUT_S of the
+	// request's start (httpx.Limits.Server) but the proxy's, which sets
+	// its own (SERVING_TIMEOUT_S for streams), and those of the two
+	// handlers that wait on engines for up to MCP_TIMEOUT_S first (the
+	// MCP endpoint's may be streams).
 	srv.Handle("/", root(px, ui.Handler(status)))
-	// Every POST the mux would give the proxy, served without net/http;
-	// the paths below are other handlers'.
-	srv.SetFast(px.Fast("/mcp", "/v1/responses/input_tokens"))
-	srv.Handle("/mcp", ep)
+	srv.Handle("/mcp", httpx.NoWriteDeadline(ep))
 	srv.Handle("GET /stats.json", st.Handler())
 	history := st.NewHistory(reg, 0, 0)
 	srv.Handle("GET /stats/series.json", history.Handler())
 	// The router owns this route: vLLM has none, and the engine's
 	// /v1/responses/{id} pattern would answer 405.
-	srv.Handle("POST /v1/responses/input_tokens", tokens.New(routes, cfg.MCPTimeout, &http.Client{Transport: proxy.NewTransport()}))
+	srv.Handle("POST /v1/responses/input_tokens", httpx.NoWriteDeadline(tokens.New(routes, cfg.MCPTimeout, &http.Client{Transport: proxy.NewTransport()})))
 	srv.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, History: history, log: log}, nil
 }
