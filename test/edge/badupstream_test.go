@@ -121,6 +121,40 @@ var badAnswers = []badAnswer{
 	}, once: true},
 	{name: "second request on a kept connection: read, then closed", answer: closeEverySecond(),
 		check: status502, once: true},
+	{name: "hop-by-hop response headers", answer: func(c net.Conn, _ *bufio.Reader, _ seen) bool {
+		_, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: keep-alive, X-Up-Named\r\nX-Up-Named: up-secret\r\n"+
+			"Keep-Alive: timeout=77\r\nProxy-Connection: keep-alive\r\nUpgrade: up-proto\r\nTrailer: X-Up-Trailer\r\nX-Up-Kept: kept\r\nContent-Length: %d\r\n\r\n%s", len(okBody), okBody)
+		return err == nil
+	}, check: func(code int, h http.Header, body []byte, err error) error {
+		if err != nil || code != 200 || string(body) != okBody {
+			return fmt.Errorf("client got %d %q %v; want the upstream's answer", code, clip(body), err)
+		}
+		if h.Get("X-Up-Kept") != "kept" {
+			return fmt.Errorf("an end-to-end header was dropped: %v", h)
+		}
+		for _, k := range []string{"X-Up-Named", "Keep-Alive", "Proxy-Connection", "Upgrade", "Trailer"} {
+			if v, ok := h[k]; ok {
+				return fmt.Errorf("hop-by-hop response header %s: %q reached the client", k, v)
+			}
+		}
+		if v := h.Values("Connection"); len(v) > 0 && !(len(v) == 1 && v[0] == "close") {
+			return fmt.Errorf("the upstream's Connection %q reached the client", v)
+		}
+		return nil
+	}, once: true},
+	{name: "100 Continue before the answer", answer: func(c net.Conn, _ *bufio.Reader, _ seen) bool {
+		_, err := fmt.Fprintf(c, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(okBody), okBody)
+		return err == nil
+	}, check: func(code int, h http.Header, body []byte, err error) error {
+		if err != nil || code != 200 || string(body) != okBody {
+			return fmt.Errorf("client got %d %q %v; want the final answer", code, clip(body), err)
+		}
+		return nil
+	}, once: true},
+	{name: "101 Switching Protocols to a POST", answer: func(c net.Conn, _ *bufio.Reader, _ seen) bool {
+		_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: evil\r\n\r\nraw bytes of another protocol")
+		return false
+	}, check: status502, once: true},
 }
 
 // closeEverySecond answers the first request of each connection and

@@ -119,7 +119,7 @@ func startRouter(t testing.TB, ups map[string]*upstream, routerEnv ...string) *f
 	}
 	port := testproc.FreePort(t)
 	env := cleanEnv(append([]string{"SERVE_PORT=" + strconv.Itoa(port), "MENTAT_DAEMONS=" + daemonAddr, "MENTAT_ANNOUNCE_PORT=0",
-		"DISCOVER_PEERS=0", "POLL_INTERVAL_S=1", "PROBE_INTERVAL_S=1", "PROBE_TIMEOUT_S=2"}, routerEnv...)...)
+		"DISCOVER_PEERS=0", "POLL_INTERVAL_S=1", "PROBE_INTERVAL_S=1", "PROBE_TIMEOUT_S=2", "LOG_LEVEL=debug"}, routerEnv...)...)
 	p := start(t, "mentatd-serve", env, testproc.Bin(t, "mentatd-serve"))
 	f := &frontend{name: "router", proc: p, addr: "127.0.0.1:" + strconv.Itoa(port),
 		target: func(string) string { return "/v1/chat/completions" }, body: routerBody, forwardable: "Accept"}
@@ -148,9 +148,6 @@ func startRouter(t testing.TB, ups map[string]*upstream, routerEnv ...string) *f
 	})
 	return f
 }
-
-// gatewayURI is the model server path the gateway forwards model id to.
-func gatewayURI(id string) string { return stack.Model{ID: id}.URI() }
 
 // startGateway writes a control-plane directory whose catalog points each
 // model id at its upstream, runs mortred-gateway on it (gateway overrides
@@ -198,7 +195,8 @@ func startReference(t testing.TB) *frontend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// The head limit is the frontends' documented default.
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.WriteHeader(http.StatusMethodNotAllowed)
 			return
