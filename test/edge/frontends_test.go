@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -66,18 +65,7 @@ func (f *frontend) post(model, marker string) (int, error) {
 // agent or gateway reads, plus extra: a developer's shell must not change
 // what a test means.
 func cleanEnv(extra ...string) []string {
-	prefixes := []string{"MENTAT_", "SERVE_", "POLL_", "PROBE_", "SERVING_", "MCP_", "TOOLS_", "ALLOWED_", "DISCOVER_", "LOG_LEVEL", "MORTRED"}
-	var out []string
-next:
-	for _, kv := range os.Environ() {
-		for _, p := range prefixes {
-			if strings.HasPrefix(kv, p) {
-				continue next
-			}
-		}
-		out = append(out, kv)
-	}
-	return append(out, extra...)
+	return testproc.CleanEnv([]string{"MENTAT_", "SERVE_", "POLL_", "PROBE_", "SERVING_", "MCP_", "TOOLS_", "ALLOWED_", "DISCOVER_", "LOG_LEVEL", "MORTRED"}, extra...)
 }
 
 func start(t testing.TB, name string, env []string, argv ...string) *testproc.Proc {
