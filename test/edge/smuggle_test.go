@@ -29,8 +29,8 @@ type smuggleCase struct {
 	// afterContinue is written once a 100 Continue arrives.
 	afterContinue string
 	want          outcome
-	// alt is another acceptable outcome (a stricter refusal), if any.
-	alt *outcome
+	// alt are other acceptable outcomes (a stricter refusal), if any.
+	alt []outcome
 	// only runs the case on one frontend ("router", "gateway").
 	only string
 	// forbid are bytes that must not appear in any upstream head.
@@ -53,6 +53,7 @@ const (
 
 func ok(markers ...string) outcome { return outcome{codes: []int{200}, reach: markers} }
 func refused(code int) outcome     { return outcome{codes: []int{code}} }
+func alts(o ...outcome) []outcome  { return o }
 
 // bigHeader is a field far past any head limit (net/http's default is
 // 1 MiB).
@@ -65,24 +66,24 @@ var smuggleCases = []smuggleCase{
 
 	// Content-Length and Transfer-Encoding together: chunked wins and the
 	// length is dropped (RFC 9112 §6.3), or the request is refused.
-	{name: "CL then TE", raw: post + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n{X:a}", want: ok("a"), alt: &outcome{codes: []int{400}}},
-	{name: "TE then CL", raw: post + "Transfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n{X:a}", want: ok("a"), alt: &outcome{codes: []int{400}}},
-	{name: "CL longer than the chunked body", raw: post + "Content-Length: 400\r\nTransfer-Encoding: chunked\r\n\r\n{X:a}", want: ok("a"), alt: &outcome{codes: []int{400}}},
+	{name: "CL then TE", raw: post + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n{X:a}", want: ok("a"), alt: alts(refused(400))},
+	{name: "TE then CL", raw: post + "Transfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n{X:a}", want: ok("a"), alt: alts(refused(400))},
+	{name: "CL longer than the chunked body", raw: post + "Content-Length: 400\r\nTransfer-Encoding: chunked\r\n\r\n{X:a}", want: ok("a"), alt: alts(refused(400))},
 	// CL.TE: a hop that framed by length would see one request; the
 	// frontend frames by chunks, so the tail is a second request of the
 	// client's own — reframed, it reaches the upstream as its own request.
 	{name: "CL.TE smuggle attempt", raw: post + "Content-Length: {L:cl-te-len}\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + post + withCL,
-		want: outcome{codes: []int{400, 200}, reach: []string{"a"}}, alt: &outcome{codes: []int{400}}, only: "router"},
+		want: outcome{codes: []int{400, 200}, reach: []string{"a"}}, alt: alts(refused(400)), only: "router"},
 	{name: "CL.TE smuggle attempt (gateway)", raw: post + "Content-Length: {L:cl-te-len}\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + post + withCL,
-		want: outcome{codes: []int{200, 200}, reach: []string{"", "a"}}, alt: &outcome{codes: []int{400}}, only: "gateway"},
+		want: outcome{codes: []int{200, 200}, reach: []string{"", "a"}}, alt: alts(refused(400)), only: "gateway"},
 
 	// Content-Length forms.
-	{name: "duplicate equal CL", raw: post + "Content-Length: {L:a}\r\nContent-Length: {L:a}\r\n\r\n{B:a}", want: ok("a"), alt: &outcome{codes: []int{400}}},
+	{name: "duplicate equal CL", raw: post + "Content-Length: {L:a}\r\nContent-Length: {L:a}\r\n\r\n{B:a}", want: ok("a"), alt: alts(refused(400))},
 	{name: "conflicting CL", raw: post + "Content-Length: {L:a}\r\nContent-Length: 5\r\n\r\n{B:a}", want: refused(400)},
 	{name: "CL comma list", raw: post + "Content-Length: {L:a}, {L:a}\r\n\r\n{B:a}", want: refused(400)},
 	{name: "CL plus sign", raw: post + "Content-Length: +{L:a}\r\n\r\n{B:a}", want: refused(400)},
 	{name: "CL minus", raw: post + "Content-Length: -1\r\n\r\n{B:a}", want: refused(400)},
-	{name: "CL leading zeros", raw: post + "Content-Length: 000{L:a}\r\n\r\n{B:a}", want: ok("a"), alt: &outcome{codes: []int{400}}},
+	{name: "CL leading zeros", raw: post + "Content-Length: 000{L:a}\r\n\r\n{B:a}", want: ok("a"), alt: alts(refused(400))},
 	{name: "CL hex", raw: post + "Content-Length: 0x10\r\n\r\n{B:a}", want: refused(400)},
 	{name: "CL inner space", raw: post + "Content-Length: 1 0\r\n\r\n{B:a}", want: refused(400)},
 	{name: "CL empty", raw: post + "Content-Length: \r\n\r\n{B:a}", want: refused(400)},
@@ -90,28 +91,28 @@ var smuggleCases = []smuggleCase{
 	{name: "CL of 1 TiB", raw: post + "Content-Length: 1099511627776\r\n\r\n{B:a}", want: refused(413)},
 
 	// Transfer-Encoding forms: only a lone "chunked" is understood (501).
-	{name: "TE chunked twice (two fields)", raw: post + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n{X:a}", want: refused(501), alt: &outcome{codes: []int{400}}},
-	{name: "TE chunked, chunked", raw: post + "Transfer-Encoding: chunked, chunked\r\n\r\n{X:a}", want: refused(501), alt: &outcome{codes: []int{400}}},
-	{name: "TE chunked, identity", raw: post + "Transfer-Encoding: chunked, identity\r\n\r\n{X:a}", want: refused(501), alt: &outcome{codes: []int{400}}},
-	{name: "TE identity, chunked", raw: post + "Transfer-Encoding: identity, chunked\r\n\r\n{X:a}", want: refused(501), alt: &outcome{codes: []int{400}}},
-	{name: "TE gzip, chunked", raw: post + "Transfer-Encoding: gzip, chunked\r\n\r\n{X:a}", want: refused(501), alt: &outcome{codes: []int{400}}},
-	{name: "TE xchunked", raw: post + "Transfer-Encoding: xchunked\r\n\r\n{X:a}", want: refused(501), alt: &outcome{codes: []int{400}}},
-	{name: "TE identity", raw: post + "Transfer-Encoding: identity\r\nContent-Length: {L:a}\r\n\r\n{B:a}", want: refused(501), alt: &outcome{codes: []int{400}}},
-	{name: "TE upper case", raw: post + "Transfer-Encoding: CHUNKED\r\n\r\n{X:a}", want: ok("a"), alt: &outcome{codes: []int{501}}},
-	{name: "TE padded with white space", raw: post + "Transfer-Encoding: \t chunked \t\r\n\r\n{X:a}", want: ok("a"), alt: &outcome{codes: []int{400}}},
+	{name: "TE chunked twice (two fields)", raw: post + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n{X:a}", want: refused(501), alt: alts(refused(400))},
+	{name: "TE chunked, chunked", raw: post + "Transfer-Encoding: chunked, chunked\r\n\r\n{X:a}", want: refused(501), alt: alts(refused(400))},
+	{name: "TE chunked, identity", raw: post + "Transfer-Encoding: chunked, identity\r\n\r\n{X:a}", want: refused(501), alt: alts(refused(400))},
+	{name: "TE identity, chunked", raw: post + "Transfer-Encoding: identity, chunked\r\n\r\n{X:a}", want: refused(501), alt: alts(refused(400))},
+	{name: "TE gzip, chunked", raw: post + "Transfer-Encoding: gzip, chunked\r\n\r\n{X:a}", want: refused(501), alt: alts(refused(400))},
+	{name: "TE xchunked", raw: post + "Transfer-Encoding: xchunked\r\n\r\n{X:a}", want: refused(501), alt: alts(refused(400))},
+	{name: "TE identity", raw: post + "Transfer-Encoding: identity\r\nContent-Length: {L:a}\r\n\r\n{B:a}", want: refused(501), alt: alts(refused(400))},
+	{name: "TE upper case", raw: post + "Transfer-Encoding: CHUNKED\r\n\r\n{X:a}", want: ok("a"), alt: alts(refused(501))},
+	{name: "TE padded with white space", raw: post + "Transfer-Encoding: \t chunked \t\r\n\r\n{X:a}", want: ok("a"), alt: alts(refused(400))},
 	{name: "TE space before colon", raw: post + "Transfer-Encoding : chunked\r\n\r\n{X:a}", want: refused(400)},
-	{name: "TE in HTTP/1.0 with CL", raw: post10 + "Transfer-Encoding: chunked\r\nContent-Length: {L:a}\r\n\r\n{B:a}", want: ok("a"), alt: &outcome{codes: []int{400}}},
-	{name: "TE in HTTP/1.0 alone", raw: post10 + "Transfer-Encoding: chunked\r\n\r\n{X:a}", want: refused(400), alt: &outcome{codes: []int{501}}, only: "router"},
-	{name: "TE in HTTP/1.0 alone (gateway)", raw: post10 + "Transfer-Encoding: chunked\r\n\r\n{X:a}", want: ok(""), alt: &outcome{codes: []int{400}}, only: "gateway"},
+	{name: "TE in HTTP/1.0 with CL", raw: post10 + "Transfer-Encoding: chunked\r\nContent-Length: {L:a}\r\n\r\n{B:a}", want: ok("a"), alt: alts(refused(400))},
+	{name: "TE in HTTP/1.0 alone", raw: post10 + "Transfer-Encoding: chunked\r\n\r\n{X:a}", want: refused(400), alt: alts(refused(501)), only: "router"},
+	{name: "TE in HTTP/1.0 alone (gateway)", raw: post10 + "Transfer-Encoding: chunked\r\n\r\n{X:a}", want: ok(""), alt: alts(refused(400)), only: "gateway"},
 	{name: "chunk size overflow", raw: post + "Transfer-Encoding: chunked\r\n\r\nfffffffffffffffffff\r\n{B:a}\r\n0\r\n\r\n", want: refused(400), partial: true},
 	{name: "chunk size with bare LF", raw: post + "Transfer-Encoding: chunked\r\n\r\n{L:a-hex}\n{B:a}\r\n0\r\n\r\n", want: refused(400), partial: true},
 	{name: "chunk data ended by bare LF", raw: post + "Transfer-Encoding: chunked\r\n\r\n{L:a-hex}\r\n{B:a}\n0\r\n\r\n", want: refused(400), partial: true},
 
 	// Line folding, bare line ends, control bytes.
-	{name: "obs-fold in a field", raw: post + "X-Fold: one\r\n two\r\n" + withCL, want: ok("a"), alt: &outcome{codes: []int{400}}, forbid: []string{"X-Fold"}},
+	{name: "obs-fold in a field", raw: post + "X-Fold: one\r\n two\r\n" + withCL, want: ok("a"), alt: alts(refused(400)), forbid: []string{"X-Fold"}},
 	{name: "obs-fold continuing CL", raw: post + "Content-Length: 1\r\n 0\r\n\r\n{B:a}", want: refused(400)},
 	{name: "obs-fold before the first field", raw: "POST {T} HTTP/1.1\r\n Host: {H}\r\n{A}Content-Length: {L:a}\r\n\r\n{B:a}", want: refused(400)},
-	{name: "bare LF line ends", raw: "POST {T} HTTP/1.1\nHost: {H}\n{A-LF}Content-Type: application/json\nContent-Length: {L:a}\n\n{B:a}", want: ok("a"), alt: &outcome{codes: []int{400}}},
+	{name: "bare LF line ends", raw: "POST {T} HTTP/1.1\nHost: {H}\n{A-LF}Content-Type: application/json\nContent-Length: {L:a}\n\n{B:a}", want: ok("a"), alt: alts(refused(400))},
 	{name: "bare CR inside a field", raw: post + "X-CR: a\rX-Injected: 1\r\n" + withCL, want: refused(400), forbid: []string{"X-Injected"}},
 	{name: "bare CR line ends", raw: "POST {T} HTTP/1.1\rHost: {H}\r{A-CR}Content-Length: {L:a}\r\r\n\r\n{B:a}", want: refused(400)},
 	{name: "NUL in a field value", raw: post + "X-Nul: a\x00b\r\n" + withCL, want: refused(400)},
@@ -121,14 +122,17 @@ var smuggleCases = []smuggleCase{
 	{name: "NUL in the target", raw: "POST /v1/x\x00y HTTP/1.1\r\nHost: {H}\r\n{A}Content-Length: {L:a}\r\n\r\n{B:a}", want: refused(400)},
 	{name: "tab in a field value", raw: post + "X-Tab: a\tb\r\n" + withCL, want: ok("a")},
 	{name: "two spaces after the method", raw: "POST  {T} HTTP/1.1\r\nHost: {H}\r\n{A}Content-Length: {L:a}\r\n\r\n{B:a}", want: refused(400)},
-	{name: "HTTP/3.0", raw: "POST {T} HTTP/3.0\r\nHost: {H}\r\n{A}Content-Length: {L:a}\r\n\r\n{B:a}", want: refused(505), alt: &outcome{codes: []int{400}}},
-	{name: "lower-case method", raw: "post {T} HTTP/1.1\r\nHost: {H}\r\n{A}Content-Type: application/json\r\n" + withCL, want: refused(405), alt: &outcome{codes: []int{400}}},
+	{name: "HTTP/3.0", raw: "POST {T} HTTP/3.0\r\nHost: {H}\r\n{A}Content-Length: {L:a}\r\n\r\n{B:a}", want: refused(505), alt: alts(refused(400))},
+	{name: "lower-case method", raw: "post {T} HTTP/1.1\r\nHost: {H}\r\n{A}Content-Type: application/json\r\n" + withCL, want: refused(405), alt: alts(refused(400))},
 
 	// Pipelining and stray line ends.
 	{name: "two requests in one write", raw: post + withCL + post + "Content-Length: {L:b}\r\n\r\n{B:b}", want: outcome{codes: []int{200, 200}, reach: []string{"a", "b"}}},
 	{name: "chunked then CL in one write", raw: post + withTE + post + "Content-Length: {L:b}\r\n\r\n{B:b}", want: outcome{codes: []int{200, 200}, reach: []string{"a", "b"}}},
 	{name: "stray CRLF between two POSTs", raw: post + withCL + "\r\n" + post + "Content-Length: {L:b}\r\n\r\n{B:b}", want: outcome{codes: []int{200, 200}, reach: []string{"a", "b"}}},
-	{name: "CRLF before the first request", raw: "\r\n" + post + withCL, want: refused(400), alt: &outcome{codes: []int{200}, reach: []string{"a"}}},
+	{name: "refused request with a pipelined one behind", raw: post + "Content-Length: 1, 2\r\n\r\n" + post + "Content-Length: {L:b}\r\n\r\n{B:b}", want: refused(400)},
+	{name: "unsupported TE with a pipelined one behind", raw: post + "Transfer-Encoding: xchunked\r\n\r\n" + post + "Content-Length: {L:b}\r\n\r\n{B:b}", want: refused(501), alt: alts(refused(400))},
+	{name: "CONNECT", raw: "CONNECT {H} HTTP/1.1\r\nHost: {H}\r\n{A}\r\n", want: refused(405), alt: alts(refused(400), refused(404))},
+	{name: "CRLF before the first request", raw: "\r\n" + post + withCL, want: refused(400), alt: alts(ok("a"))},
 
 	// Expect.
 	{name: "Expect 100-continue, body after the 100", raw: post + "Expect: 100-continue\r\nContent-Length: {L:a}\r\n\r\n", afterContinue: "{B:a}", want: ok("a"), forbid: []string{"100-continue"}},
@@ -137,7 +141,7 @@ var smuggleCases = []smuggleCase{
 
 	// Targets and Host.
 	{name: "absolute-form target", raw: "POST http://{H}{T} HTTP/1.1\r\nHost: {H}\r\n{A}Content-Type: application/json\r\n" + withCL, want: ok("a")},
-	{name: "absolute-form naming another host", raw: "POST http://evil.example{T} HTTP/1.1\r\nHost: {H}\r\n{A}Content-Type: application/json\r\n" + withCL, want: ok("a"), alt: &outcome{codes: []int{400}}, forbid: []string{"evil.example"}},
+	{name: "absolute-form naming another host", raw: "POST http://evil.example{T} HTTP/1.1\r\nHost: {H}\r\n{A}Content-Type: application/json\r\n" + withCL, want: ok("a"), alt: alts(refused(400)), forbid: []string{"evil.example"}},
 	{name: "missing Host", raw: "POST {T} HTTP/1.1\r\n{A}Content-Type: application/json\r\n" + withCL, want: refused(400)},
 	{name: "double Host", raw: "POST {T} HTTP/1.1\r\nHost: {H}\r\nHost: evil.example\r\n{A}Content-Type: application/json\r\n" + withCL, want: refused(400), forbid: []string{"evil.example"}},
 	{name: "Host with a space", raw: "POST {T} HTTP/1.1\r\nHost: a b\r\n{A}Content-Type: application/json\r\n" + withCL, want: refused(400)},
@@ -154,14 +158,14 @@ var smuggleCases = []smuggleCase{
 
 	// Oversized heads.
 	{name: "one 2 MiB field", raw: post + bigHeader + withCL, want: refused(431)},
-	{name: "2 MiB target", raw: "POST /" + strings.Repeat("t", 2<<20) + " HTTP/1.1\r\nHost: {H}\r\n{A}" + withCL, want: refused(431), alt: &outcome{codes: []int{414}}},
+	{name: "2 MiB target", raw: "POST /" + strings.Repeat("t", 2<<20) + " HTTP/1.1\r\nHost: {H}\r\n{A}" + withCL, want: refused(431), alt: alts(refused(414))},
 	{name: "one 100 KiB field, over the 64 KiB default", raw: post + "X-Big: " + strings.Repeat("b", 100<<10) + "\r\n" + withCL, want: refused(431)},
 	{name: "a 60 KiB head, under the default", raw: post + "X-Big: " + strings.Repeat("b", 60<<10) + "\r\n" + withCL, want: ok("a")},
 
 	// Encoded request bodies: neither frontend decodes them, so neither
 	// may pass them on as if plain.
 	{name: "Content-Encoding gzip", raw: post + "Content-Encoding: gzip\r\n" + withCL, want: refused(415), app: true},
-	{name: "Content-Encoding identity", raw: post + "Content-Encoding: identity\r\n" + withCL, want: ok("a"), alt: &outcome{codes: []int{415}}, app: true},
+	{name: "Content-Encoding identity", raw: post + "Content-Encoding: identity\r\n" + withCL, want: ok("a"), alt: alts(refused(415)), app: true},
 	{name: "40000 small fields", raw: post + strings.Repeat("X-Many: 0123456789012345678901234567890123456789\r\n", 40000) + withCL, want: refused(431)},
 }
 
@@ -266,8 +270,10 @@ func runSmuggling(t *testing.T, f *frontend, up *upstream, model string, cases [
 			codes := res.codes()
 			matched := slices.Equal(codes, c.want.codes)
 			expected := c.want
-			if !matched && c.alt != nil && slices.Equal(codes, c.alt.codes) {
-				matched, expected = true, *c.alt
+			for _, a := range c.alt {
+				if !matched && slices.Equal(codes, a.codes) {
+					matched, expected = true, a
+				}
 			}
 			if !matched {
 				t.Errorf("client got %s; want statuses %v", res, c.want.codes)
