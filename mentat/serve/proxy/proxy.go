@@ -377,6 +377,8 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, x *exchange, err er
 		// another request.
 		w.Header().Set("Connection", "close")
 	}
+	// The wait for the engine may have outlasted the request's first
+	// write deadline, and forward lifted its own.
 	p.cfg.Edge.WriteDeadline(w)
 	WriteError(w, e)
 }
