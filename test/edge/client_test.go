@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
 // The client-side limits under test, short so the cases stay quick: the
@@ -133,10 +135,12 @@ func slowHead(t *testing.T, f *frontend, model string) {
 	}
 }
 
-// slowBody sends a whole head and then its body a byte every 200 ms:
-// never idle, never done. The frontend must cut it at its body limit and
-// no complete request may reach the upstream.
-func slowBody(t *testing.T, f *frontend, up *upstream, model string) {
+// slowBody sends a whole head and the start of its body, then (trickle)
+// a byte every 200 ms, never idle and never done, or nothing more. The
+// frontend must close the connection at its body limit (an answer alone
+// leaves the connection to the client) and no complete request may
+// reach the upstream.
+func slowBody(t *testing.T, f *frontend, up *upstream, model string, trickle bool) {
 	c, err := net.Dial("tcp", f.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -150,26 +154,19 @@ func slowBody(t *testing.T, f *frontend, up *upstream, model string) {
 	cut := watchClose(c)
 	_, _ = io.WriteString(c, head+body[:10])
 	start := time.Now()
-	stop := time.After(bodyTimeout + cutSlack + 2*time.Second)
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for i := 10; ; i++ {
-		select {
-		case cl := <-cut:
-			checkCut(t, "slow body", start, bodyTimeout, cl)
-			for _, s := range up.since(mark) {
-				if hasMarker("slow-body")(s) {
-					t.Errorf("the slow body reached the upstream as a whole request: %s", s)
-				}
-			}
-			return
-		case <-stop:
-			neverCut(t, c, cut, "slow body", start, bodyTimeout)
-		case <-tick.C:
-			if i < len(body)-1 {
-				_, _ = io.WriteString(c, body[i:i+1])
+	if trickle {
+		defer testproc.Trickle(c, []byte(body[10:len(body)-1]), 200*time.Millisecond)() // never the last byte
+	}
+	select {
+	case cl := <-cut:
+		checkCut(t, "slow body", start, bodyTimeout, cl)
+		for _, s := range up.since(mark) {
+			if hasMarker("slow-body")(s) {
+				t.Errorf("the slow body reached the upstream as a whole request: %s", s)
 			}
 		}
+	case <-time.After(bodyTimeout + cutSlack + 2*time.Second):
+		neverCut(t, c, cut, "slow body", start, bodyTimeout)
 	}
 }
 
@@ -300,7 +297,8 @@ func TestRouterClients(t *testing.T) {
 	up := newUpstream(t, "edge-clients")
 	f := startRouter(t, map[string]*upstream{"edge-clients": up}, routerLimitsEnv...)
 	t.Run("slow head cut at the head timeout", func(t *testing.T) { t.Parallel(); slowHead(t, f, "edge-clients") })
-	t.Run("slow body cut at the body timeout", func(t *testing.T) { t.Parallel(); slowBody(t, f, up, "edge-clients") })
+	t.Run("slow body cut at the body timeout", func(t *testing.T) { t.Parallel(); slowBody(t, f, up, "edge-clients", true) })
+	t.Run("stalled body cut at the body timeout", func(t *testing.T) { t.Parallel(); slowBody(t, f, up, "edge-clients", false) })
 	t.Run("idle keep-alive closed at the idle timeout", func(t *testing.T) { t.Parallel(); idleKeepAlive(t, f, "edge-clients") })
 	t.Run("half-close never gets a fabricated 2xx", func(t *testing.T) { t.Parallel(); halfClose(t, f, up, "edge-clients") })
 }
@@ -311,7 +309,8 @@ func TestGatewayClients(t *testing.T) {
 	up := newUpstream(t)
 	f := startGateway(t, map[string]*upstream{"CLIENTS": up}, gatewayLimits)
 	t.Run("slow head cut at the head timeout", func(t *testing.T) { t.Parallel(); slowHead(t, f, "CLIENTS") })
-	t.Run("slow body cut at the body timeout", func(t *testing.T) { t.Parallel(); slowBody(t, f, up, "CLIENTS") })
+	t.Run("slow body cut at the body timeout", func(t *testing.T) { t.Parallel(); slowBody(t, f, up, "CLIENTS", true) })
+	t.Run("stalled body cut at the body timeout", func(t *testing.T) { t.Parallel(); slowBody(t, f, up, "CLIENTS", false) })
 	t.Run("idle keep-alive closed at the idle timeout", func(t *testing.T) { t.Parallel(); idleKeepAlive(t, f, "CLIENTS") })
 	t.Run("half-close never gets a fabricated 2xx", func(t *testing.T) { t.Parallel(); halfClose(t, f, up, "CLIENTS") })
 }
