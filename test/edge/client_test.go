@@ -297,8 +297,7 @@ func TestRouterClients(t *testing.T) {
 	up := newUpstream(t, "edge-clients")
 	f := startRouter(t, map[string]*upstream{"edge-clients": up}, routerLimitsEnv...)
 	t.Run("slow head cut at the head timeout", func(t *testing.T) { t.Parallel(); slowHead(t, f, "edge-clients") })
-	t.Run("slow body cut at the body timeout", func(t *testing.T) { t.Parallel(); slowBody(t, f, up, "edge-clients", true) })
-	t.Run("stalled body cut at the body timeout", func(t *testing.T) { t.Parallel(); slowBody(t, f, up, "edge-clients", false) })
+	// Its slow and stalled bodies are in TestOpenDefects.
 	t.Run("idle keep-alive closed at the idle timeout", func(t *testing.T) { t.Parallel(); idleKeepAlive(t, f, "edge-clients") })
 	t.Run("half-close never gets a fabricated 2xx", func(t *testing.T) { t.Parallel(); halfClose(t, f, up, "edge-clients") })
 }

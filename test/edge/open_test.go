@@ -1,0 +1,52 @@
+package edge
+
+import (
+	"fmt"
+	"testing"
+)
+
+// slowBodyHeld is the open defect of the router's slow-body cases.
+const slowBodyHeld = "the router answers 408 Connection: close at SERVE_BODY_TIMEOUT_S but keeps the connection: " +
+	"it lifts the read deadline after the timeout and net/http then waits, with no deadline, for the rest of the body " +
+	"before closing (a stalled client holds its connection for ever)"
+
+// TestOpenDefects runs the cases that fail on the branch under test
+// (h17-http) for the defect each names. They are kept apart, not skipped:
+// a case moves back into its frontend's own test when its defect is
+// fixed. (No smuggling case is open on the router: it has no subtest.)
+func TestOpenDefects(t *testing.T) {
+	t.Parallel()
+	t.Run("gateway smuggling", func(t *testing.T) {
+		t.Parallel()
+		up := newUpstream(t)
+		f := startGateway(t, map[string]*upstream{"EDGE": up}, nil)
+		runSmuggling(t, f, up, "EDGE", smuggleCases, true)
+	})
+	t.Run("router bad upstreams", func(t *testing.T) {
+		t.Parallel()
+		name := func(i int) string { return fmt.Sprintf("edge-bad-%d", i) }
+		ups := badModels(t, name)
+		runBadAnswers(t, startRouter(t, ups, "SERVING_TIMEOUT_S="+servingTimeout), ups, name, true)
+	})
+	t.Run("gateway bad upstreams", func(t *testing.T) {
+		t.Parallel()
+		name := func(i int) string { return fmt.Sprintf("BAD%d", i) }
+		ups := badModels(t, name)
+		runBadAnswers(t, startGateway(t, ups, nil), ups, name, true)
+	})
+	t.Run("router slow bodies", func(t *testing.T) {
+		t.Parallel()
+		up := newUpstream(t, "edge-clients")
+		f := startRouter(t, map[string]*upstream{"edge-clients": up}, routerLimitsEnv...)
+		t.Run("slow body cut at the body timeout", func(t *testing.T) {
+			t.Parallel()
+			t.Logf("known defect: %s", slowBodyHeld)
+			slowBody(t, f, up, "edge-clients", true)
+		})
+		t.Run("stalled body cut at the body timeout", func(t *testing.T) {
+			t.Parallel()
+			t.Logf("known defect: %s", slowBodyHeld)
+			slowBody(t, f, up, "edge-clients", false)
+		})
+	})
+}
