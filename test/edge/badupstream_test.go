@@ -126,6 +126,21 @@ var badAnswers = []badAnswer{
 	}, once: true},
 	{name: "second request on a kept connection: read, then closed", answer: closeUnlessWarm,
 		check: status502, once: true, warm: true},
+	{name: "extra answer after the warm-up's body (desync)", answer: func(c net.Conn, br *bufio.Reader, s seen) bool {
+		if !hasMarker("warm")(s) {
+			return writeOK(c, br, s)
+		}
+		// The warm-up's answer, then an answer nobody asked for, which
+		// a pooled connection must not hand to the next request.
+		_, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"+
+			"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 8\r\n\r\n\"poison\"", len(okBody), okBody)
+		return err == nil
+	}, check: func(code int, h http.Header, body []byte, err error) error {
+		if err != nil || code != 200 || string(body) != okBody {
+			return fmt.Errorf("client got %d %q %v; want its own answer, not the one queued on the pooled connection", code, clip(body), err)
+		}
+		return nil
+	}, once: true, warm: true},
 	{name: "hop-by-hop response headers", answer: func(c net.Conn, _ *bufio.Reader, _ seen) bool {
 		_, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: keep-alive, X-Up-Named\r\nX-Up-Named: up-secret\r\n"+
 			"Keep-Alive: timeout=77\r\nProxy-Connection: keep-alive\r\nUpgrade: up-proto\r\nTrailer: X-Up-Trailer\r\nX-Up-Kept: kept\r\nContent-Length: %d\r\n\r\n%s", len(okBody), okBody)

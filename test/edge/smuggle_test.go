@@ -38,6 +38,8 @@ type smuggleCase struct {
 	// app: a rule of the frontends, not of net/http's parser; the
 	// reference skips it.
 	app bool
+	// no100: the frontend must refuse without soliciting the body.
+	no100 bool
 	// open names a known defect of the frontend openOn ("" for both)
 	// that makes the case fail: it then runs in TestOpenDefects, not in
 	// the frontend's own test, until the defect is fixed.
@@ -144,6 +146,7 @@ var smuggleCases = []smuggleCase{
 	// Expect.
 	{name: "Expect 100-continue, body after the 100", raw: post + "Expect: 100-continue\r\nContent-Length: {L:a}\r\n\r\n", afterContinue: "{B:a}", want: ok("a"), forbid: []string{"100-continue"}},
 	{name: "Expect 100-continue, body at once", raw: post + "Expect: 100-continue\r\n" + withCL, want: ok("a"), forbid: []string{"100-continue"}},
+	{name: "Expect 100-continue with a 1 TiB Content-Length", raw: post + "Expect: 100-continue\r\nContent-Length: 1099511627776\r\n\r\n", want: refused(413), no100: true},
 	{name: "Expect something else", raw: post + "Expect: teapot\r\n" + withCL, want: refused(417)},
 
 	// Targets and Host.
@@ -290,6 +293,9 @@ func runSmuggling(t *testing.T, f *frontend, up *upstream, model string, cases [
 			}
 			if !matched {
 				t.Errorf("client got %s; want statuses %v", res, c.want.codes)
+			}
+			if c.no100 && slices.Contains(res.interim, http.StatusContinue) {
+				t.Errorf("client got 100 Continue for a body the frontend refuses: %s", res)
 			}
 			if up == nil {
 				return // the reference has no upstream
