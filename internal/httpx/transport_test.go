@@ -2,6 +2,8 @@ package httpx
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -96,5 +98,62 @@ func TestTransportSettings(t *testing.T) {
 	if tr.Proxy != nil || !tr.DisableCompression || tr.ForceAttemptHTTP2 || tr.MaxResponseHeaderBytes != MaxResponseHeaderBytes ||
 		tr.IdleConnTimeout != time.Second {
 		t.Fatalf("transport %+v", tr)
+	}
+}
+
+// recConn records whether a write came straight from want's buffer.
+type recConn struct {
+	net.Conn
+	want   []byte
+	direct atomic.Bool
+}
+
+func (c *recConn) Write(p []byte) (int, error) {
+	if len(p) > 0 && len(c.want) > 0 && &p[0] == &c.want[0] {
+		c.direct.Store(true)
+	}
+	return c.Conn.Write(p)
+}
+
+// TestTransportWritesBodyFromItsBuffer: the Transport writes a Body of
+// known length from the Body's own buffer (bodyConn.ReadFrom), not
+// through a copy.
+func TestTransportWritesBodyFromItsBuffer(t *testing.T) {
+	srv := testproc.NewRawServer(t, func(w *bufio.Writer, r *http.Request, body string) bool {
+		fmt.Fprintf(w, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", len(body))
+		_, _ = io.WriteString(w, body)
+		return true
+	})
+	data := strings.Repeat("b", 256<<10)
+	b, err := ReadBody(strings.NewReader(data), int64(len(data)), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release()
+	tr := testTransport()
+	defer tr.CloseIdleConnections()
+	var rc *recConn
+	dial := (&net.Dialer{}).DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		rc = &recConn{Conn: c, want: b.Bytes()}
+		return bodyConn{rc}, nil
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+srv.Addr()+"/x", nil)
+	req.Body, req.ContentLength = b.Reader(), int64(b.Len())
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(got) != data {
+		t.Fatalf("upstream read %d bytes, want %d", len(got), len(data))
+	}
+	if !rc.direct.Load() {
+		t.Fatal("the body was copied before it was written")
 	}
 }

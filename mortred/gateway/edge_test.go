@@ -106,13 +106,16 @@ func TestConnectionNamedHeaders(t *testing.T) {
 	})
 	gw, _, _ := newGateway(t, modelAt(m.Addr()))
 	c := gw.dial(t)
-	io.WriteString(c, rawInfer("M", "Connection: X-Request-ID, Accept\r\nX-Request-ID: r1\r\nAccept: application/json\r\n", "{}"))
+	io.WriteString(c, rawInfer("M", "Connection: X-Request-ID, Accept, x-forwarded-for\r\nX-Request-ID: r1\r\nAccept: application/json\r\nX-Forwarded-For: 6.6.6.6\r\n", "{}"))
 	resp, _ := testproc.ReadResponse(t, bufio.NewReader(c))
 	h, _ := seen.Load().(http.Header)
 	if resp.StatusCode != 200 || h == nil {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	if h.Get("X-Request-Id") != "" || h.Get("Accept") != "" || h.Get("Authorization") != "Bearer "+modelTok {
+	// The client's X-Forwarded-For was hop-by-hop: the model sees the
+	// peer's address alone.
+	if h.Get("X-Request-Id") != "" || h.Get("Accept") != "" || h.Get("Authorization") != "Bearer "+modelTok ||
+		h.Get("X-Forwarded-For") != "127.0.0.1" {
 		t.Fatalf("model saw %v", h)
 	}
 	if resp.Header.Get("X-Hop") != "" || resp.Header.Get("X-Kept") != "1" {

@@ -190,11 +190,7 @@ func urlErrorOp(method string) string {
 // stream, or one whose length is unknown (progressive output). A body of
 // known length goes out through the response buffer like any other.
 func needsFlush(resp *http.Response) bool {
-	if resp.ContentLength < 0 {
-		return true
-	}
-	mt, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
-	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
+	return resp.ContentLength < 0 || httpx.IsEventStream(resp.Header.Get("Content-Type"))
 }
 
 // forwardedFor is the X-Forwarded-For the model server sees. The model
@@ -204,6 +200,9 @@ func needsFlush(resp *http.Response) bool {
 // own X-Forwarded-For is then kept as it is.
 func forwardedFor(r *http.Request) string {
 	vv := r.Header["X-Forwarded-For"]
+	if len(vv) > 0 && httpx.NamedInConnection(r.Header, "X-Forwarded-For") {
+		vv = nil // the client made it hop-by-hop
+	}
 	var prior string
 	switch len(vv) {
 	case 0:

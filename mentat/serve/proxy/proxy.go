@@ -240,7 +240,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 	h := w.Header()
 	httpx.CopyResponseHeader(h, resp.Header)
 	flush := resp.ContentLength < 0
-	if isEventStream(resp.Header.Get("Content-Type")) {
+	if httpx.IsEventStream(resp.Header.Get("Content-Type")) {
 		x.flight.stream.Store(true)
 		markStream(h)
 		flush = true
