@@ -298,6 +298,7 @@ func runSmuggling(t *testing.T, f *frontend, up *upstream, model string, cases [
 				t.Errorf("client got 100 Continue for a body the frontend refuses: %s", res)
 			}
 			if up == nil {
+				t.Logf("observed: client %v", codes)
 				return // the reference has no upstream
 			}
 			sentinel := fmt.Sprintf("sentinel-%d", i)
@@ -322,6 +323,7 @@ func runSmuggling(t *testing.T, f *frontend, up *upstream, model string, cases [
 					t.Errorf("upstream body %q, want %q", s.body, f.body(model, m))
 				}
 			}
+			t.Logf("observed: client %v, upstream %q", codes, markers)
 			if !slices.Equal(markers, expected.reach) && !(len(markers) == 0 && len(expected.reach) == 0) {
 				t.Errorf("upstream received %d requests %q; want %q (client: %s):\n%v", len(got), markers, expected.reach, res, got)
 			}
