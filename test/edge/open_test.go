@@ -19,7 +19,7 @@ func TestOpenDefects(t *testing.T) {
 	t.Run("gateway smuggling", func(t *testing.T) {
 		t.Parallel()
 		up := newUpstream(t)
-		f := startGateway(t, map[string]*upstream{"EDGE": up}, nil)
+		f := startGateway(t, map[string]*upstream{"EDGE": up}, gatewaySmuggleConf)
 		runSmuggling(t, f, up, "EDGE", smuggleCases, true)
 	})
 	t.Run("router bad upstreams", func(t *testing.T) {

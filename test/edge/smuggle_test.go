@@ -152,6 +152,8 @@ var smuggleCases = []smuggleCase{
 	// Targets and Host.
 	{name: "absolute-form target", raw: "POST http://{H}{T} HTTP/1.1\r\nHost: {H}\r\n{A}Content-Type: application/json\r\n" + withCL, want: ok("a")},
 	{name: "absolute-form naming another host", raw: "POST http://evil.example{T} HTTP/1.1\r\nHost: {H}\r\n{A}Content-Type: application/json\r\n" + withCL, want: ok("a"), alt: alts(refused(400)), forbid: []string{"evil.example"}},
+	{name: "dot segments in the target", raw: "POST {T}/../{T-last} HTTP/1.1\r\nHost: {H}\r\n{A}Content-Type: application/json\r\n" + withCL, want: refused(307), alt: alts(ok("a"), refused(301), refused(404), refused(400)), app: true},
+	{name: "asterisk-form target", raw: "POST * HTTP/1.1\r\nHost: {H}\r\n{A}Content-Type: application/json\r\n" + withCL, want: refused(400), alt: alts(refused(404), refused(405)), app: true},
 	{name: "missing Host", raw: "POST {T} HTTP/1.1\r\n{A}Content-Type: application/json\r\n" + withCL, want: refused(400)},
 	{name: "double Host", raw: "POST {T} HTTP/1.1\r\nHost: {H}\r\nHost: evil.example\r\n{A}Content-Type: application/json\r\n" + withCL, want: refused(400), forbid: []string{"evil.example"}},
 	{name: "Host with a space", raw: "POST {T} HTTP/1.1\r\nHost: a b\r\n{A}Content-Type: application/json\r\n" + withCL, want: refused(400)},
@@ -172,6 +174,14 @@ var smuggleCases = []smuggleCase{
 	{name: "one 100 KiB field, over the 64 KiB default", raw: post + "X-Big: " + strings.Repeat("b", 100<<10) + "\r\n" + withCL, want: refused(431)},
 	{name: "a 60 KiB head, under the default", raw: post + "X-Big: " + strings.Repeat("b", 60<<10) + "\r\n" + withCL, want: ok("a")},
 
+	// The gateway's body limit (request_size_limit_mb = 1 in
+	// TestGatewaySmuggling): a declared length over it is refused
+	// unread, an undeclared one when the limit is reached, and neither
+	// reaches the model server whole.
+	{name: "CL over the gateway's 1 MiB limit", raw: post + "Content-Length: 2097152\r\n\r\n", want: refused(413), only: "gateway", app: true},
+	{name: "chunked body over the gateway's 1 MiB limit", raw: post + "Transfer-Encoding: chunked\r\n\r\n200000\r\n" + strings.Repeat("z", 0x200000) + "\r\n0\r\n\r\n",
+		want: refused(413), only: "gateway", app: true, partial: true},
+
 	// Encoded request bodies: neither frontend decodes them, so neither
 	// may pass them on as if plain.
 	{name: "Content-Encoding gzip", raw: post + "Content-Encoding: gzip\r\n" + withCL, want: refused(415), app: true},
@@ -184,7 +194,8 @@ func expand(tmpl string, f *frontend, model string) string {
 	body := func(m string) string { return f.body(model, m) }
 	lfAuth := strings.ReplaceAll(f.auth, "\r\n", "\n")
 	crAuth := strings.ReplaceAll(f.auth, "\r\n", "\r")
-	r := strings.NewReplacer("{T}", f.target(model), "{H}", f.addr, "{A}", f.auth, "{A-LF}", lfAuth, "{A-CR}", crAuth,
+	target := f.target(model)
+	r := strings.NewReplacer("{T}", target, "{T-last}", target[strings.LastIndex(target, "/")+1:], "{H}", f.addr, "{A}", f.auth, "{A-LF}", lfAuth, "{A-CR}", crAuth,
 		"{F}", f.forwardable, "{F-lower}", strings.ToLower(f.forwardable))
 	s := r.Replace(tmpl)
 	// The CL.TE attempt's length covers its empty chunk and the request
@@ -228,6 +239,10 @@ func checkUpstreamHead(s seen, upAddr string, forbid []string) []string {
 	line, fields, problems := headFields(s.head)
 	if m := regexp.MustCompile(`^POST /\S* HTTP/1\.1$`).FindString(line); m == "" {
 		problems = append(problems, fmt.Sprintf("request line %q is not an origin-form HTTP/1.1 POST", line))
+	}
+	if target, _, _ := strings.Cut(strings.TrimPrefix(line, "POST "), "?"); strings.Contains(target+" ", "/../") || strings.Contains(target+" ", "/./") ||
+		strings.HasSuffix(strings.TrimSuffix(target, " HTTP/1.1"), "/..") {
+		problems = append(problems, fmt.Sprintf("request line %q has dot segments", line))
 	}
 	if h := values(fields, "Host"); len(h) != 1 || h[0] != upAddr {
 		problems = append(problems, fmt.Sprintf("Host %q, want exactly [%s]", h, upAddr))
@@ -364,11 +379,15 @@ func TestRouterSmuggling(t *testing.T) {
 	runSmuggling(t, f, up, "edge-smuggle", smuggleCases, false)
 }
 
+// gatewaySmuggleConf is the [gateway] of the smuggling tests: a 1 MiB
+// body limit, so its cases are quick.
+var gatewaySmuggleConf = map[string]any{"request_size_limit_mb": 1}
+
 // TestGatewaySmuggling sends every case to mortred-gateway in front of a
 // recording model server.
 func TestGatewaySmuggling(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
-	f := startGateway(t, map[string]*upstream{"EDGE": up}, nil)
+	f := startGateway(t, map[string]*upstream{"EDGE": up}, gatewaySmuggleConf)
 	runSmuggling(t, f, up, "EDGE", smuggleCases, false)
 }

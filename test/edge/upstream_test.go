@@ -3,6 +3,7 @@ package edge
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -110,18 +111,22 @@ func (u *upstream) serve(c net.Conn, _ *bufio.Reader) {
 	for {
 		start := rr.buf.Len() - br.Buffered()
 		req, err := http.ReadRequest(br)
-		var body []byte
-		if err == nil {
-			body, err = io.ReadAll(req.Body)
+		if err != nil {
+			u.recordRest(conn, rr.buf.Bytes()[start:], c, br, err)
+			return
 		}
+		probe := req.Method == http.MethodGet && req.URL.Path == "/v1/models"
+		// The request is listed as soon as its head is in, so it keeps
+		// its place among the others while its body arrives.
+		i := -1
+		if !probe {
+			i = u.record(seen{conn: conn, err: errBodyPending})
+		}
+		body, err := io.ReadAll(req.Body)
 		end := rr.buf.Len() - br.Buffered()
 		if err != nil {
-			// Whatever arrived and did not parse is kept as one
-			// unparsable request: a smuggled tail must not vanish.
-			_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-			_, _ = io.Copy(io.Discard, br)
-			if rest := rr.buf.Bytes()[start:]; len(rest) > 0 && !(err == io.EOF && len(bytes.TrimSpace(rest)) == 0) {
-				u.record(seen{conn: conn, raw: bytes.Clone(rest), err: err})
+			if i >= 0 {
+				u.update(i, seen{conn: conn, raw: bytes.Clone(rr.buf.Bytes()[start:end]), err: err})
 			}
 			return
 		}
@@ -132,7 +137,7 @@ func (u *upstream) serve(c net.Conn, _ *bufio.Reader) {
 		} else if i := bytes.Index(raw, []byte("\n\n")); i >= 0 {
 			s.head = raw[:i+2]
 		}
-		if req.Method == http.MethodGet && req.URL.Path == "/v1/models" {
+		if probe {
 			u.mu.Lock()
 			u.probes++
 			u.mu.Unlock()
@@ -141,10 +146,24 @@ func (u *upstream) serve(c net.Conn, _ *bufio.Reader) {
 			}
 			continue
 		}
-		u.record(s)
+		u.update(i, s)
 		if !(*u.answer.Load())(c, br, s) {
 			return
 		}
+	}
+}
+
+// errBodyPending marks a request whose head has arrived and whose body
+// has not (yet).
+var errBodyPending = errors.New("body still arriving")
+
+// recordRest keeps whatever arrived after the last whole request and
+// did not parse as one: a smuggled tail must not vanish.
+func (u *upstream) recordRest(conn int, rest []byte, c net.Conn, br *bufio.Reader, err error) {
+	_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	_, _ = io.Copy(io.Discard, br)
+	if len(rest) > 0 && !(err == io.EOF && len(bytes.TrimSpace(rest)) == 0) {
+		u.record(seen{conn: conn, raw: bytes.Clone(rest), err: err})
 	}
 }
 
@@ -158,10 +177,24 @@ func (u *upstream) writeModels(c net.Conn) bool {
 	return err == nil
 }
 
-func (u *upstream) record(s seen) {
+// record lists s and returns its index.
+func (u *upstream) record(s seen) int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.reqs = append(u.reqs, s)
+	u.wake()
+	return len(u.reqs) - 1
+}
+
+// update replaces the request at index i.
+func (u *upstream) update(i int, s seen) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.reqs[i] = s
+	u.wake()
+}
+
+func (u *upstream) wake() {
 	close(u.arrived)
 	u.arrived = make(chan struct{})
 }
