@@ -89,7 +89,8 @@ func TestHeaderTooLargeIs431(t *testing.T) {
 	// 64 KiB of header in one write, more than the limit plus net/http's
 	// 4 KiB slack.
 	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n", strings.Repeat("a", 64<<10))
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatalf("no answer to an oversized head: %v", err)
 	}

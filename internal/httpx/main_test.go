@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testproc.IgnoreRSTAvoidance) }
 
 // edge serves h behind l as the router and gateway do (Limits.Server on
 // Limits.Listener) and returns its address.

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // HugeHeadServer is an upstream that answers every request with a status
@@ -103,3 +105,10 @@ func HalfCloseAnswer(t testing.TB, c net.Conn) string {
 	}
 	return string(got)
 }
+
+// IgnoreRSTAvoidance is the goleak option for a net/http server
+// connection that answered an error (431, 400) and sleeps 500 ms, after
+// half-closing, before it closes, so the client reads the answer instead
+// of a reset (net/http's rstAvoidanceDelay). The sleep cannot be cut
+// short; it ends on its own.
+var IgnoreRSTAvoidance = goleak.IgnoreAnyFunction("net/http.(*conn).closeWriteAndWait")

@@ -44,7 +44,8 @@ func TestHeadTooLargeIs431(t *testing.T) {
 	gw, _, _ := newGatewayWith(t, Config{Edge: httpx.Limits{MaxHeaderBytes: 8 << 10}}, modelAt(strings.TrimPrefix(m.URL, "http://")))
 	c := gw.dial(t)
 	io.WriteString(c, rawInfer("M", "X-Big: "+strings.Repeat("a", 64<<10)+"\r\n", "{}"))
-	resp, _ := testproc.ReadResponse(t, bufio.NewReader(c))
+	br := bufio.NewReader(c)
+	resp, _ := testproc.ReadResponse(t, br)
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Fatalf("status %d, want 431", resp.StatusCode)
 	}
