@@ -309,6 +309,11 @@ func runSmuggling(t *testing.T, f *frontend, up *upstream, model string, cases [
 			if !matched {
 				t.Errorf("client got %s; want statuses %v", res, c.want.codes)
 			}
+			for _, a := range res.answers {
+				if a.code >= 200 && a.code < 300 && string(a.body) != okBody {
+					t.Errorf("client got %d with %q, not the upstream's answer", a.code, clip(a.body))
+				}
+			}
 			if c.no100 && slices.Contains(res.interim, http.StatusContinue) {
 				t.Errorf("client got 100 Continue for a body the frontend refuses: %s", res)
 			}
