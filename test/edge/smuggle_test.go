@@ -182,6 +182,15 @@ var smuggleCases = []smuggleCase{
 	{name: "chunked body over the gateway's 1 MiB limit", raw: post + "Transfer-Encoding: chunked\r\n\r\n200000\r\n" + strings.Repeat("z", 0x200000) + "\r\n0\r\n\r\n",
 		want: refused(413), only: "gateway", app: true, partial: true},
 
+	// Where the router finds the model: engines decode JSON (escapes,
+	// the last of duplicate keys); routing by anything else would send a
+	// request to one group that its engine reads as naming another.
+	{name: "two different models", raw: post + "Content-Length: {L:two-models}\r\n\r\n{B:two-models}", want: refused(400), only: "router", app: true},
+	{name: "second model under an escaped key", raw: post + "Content-Length: {L:escaped-key}\r\n\r\n{B:escaped-key}", want: refused(400), only: "router", app: true},
+	{name: "model named with an escape", raw: post + "Content-Length: {L:escaped-value}\r\n\r\n{B:escaped-value}", want: ok("escaped-value"), alt: alts(refused(400)), only: "router", app: true},
+	{name: "model only in a nested object", raw: post + "Content-Length: {L:nested-model}\r\n\r\n{B:nested-model}", want: refused(400), only: "router", app: true},
+	{name: "the same model twice", raw: post + "Content-Length: {L:same-model-two}\r\n\r\n{B:same-model-two}", want: ok("same-model-two"), alt: alts(refused(400)), only: "router", app: true},
+
 	// Encoded request bodies: neither frontend decodes them, so neither
 	// may pass them on as if plain.
 	{name: "Content-Encoding gzip", raw: post + "Content-Encoding: gzip\r\n" + withCL, want: refused(415), app: true},
@@ -189,9 +198,32 @@ var smuggleCases = []smuggleCase{
 	{name: "40000 small fields", raw: post + strings.Repeat("X-Many: 0123456789012345678901234567890123456789\r\n", 40000) + withCL, want: refused(431)},
 }
 
+// oddBodies are router bodies, by marker, that name their model in ways
+// an engine's JSON decoder reads differently from a naive scan.
+var oddBodies = map[string]func(model string) string{
+	"two-models": func(m string) string { return `{"model":"` + m + `","model":"other-model","marker":"two-models"}` },
+	"escaped-key": func(m string) string {
+		return `{"model":"` + m + `","mod\u0065l":"other-model","marker":"escaped-key"}`
+	},
+	"escaped-value": func(m string) string {
+		return `{"model":"` + m[:len(m)-1] + `\u00` + fmt.Sprintf("%x", m[len(m)-1]) + `","marker":"escaped-value"}`
+	},
+	"nested-model":   func(m string) string { return `{"options":{"model":"` + m + `"},"marker":"nested-model"}` },
+	"same-model-two": func(m string) string { return `{"model":"` + m + `","model":"` + m + `","marker":"same-model-two"}` },
+}
+
+// caseBody is the body marked m for model on f: one of oddBodies, or
+// the frontend's own.
+func caseBody(f *frontend, model, m string) string {
+	if b, ok := oddBodies[m]; ok {
+		return b(model)
+	}
+	return f.body(model, m)
+}
+
 // expand fills a case template for frontend f and model.
 func expand(tmpl string, f *frontend, model string) string {
-	body := func(m string) string { return f.body(model, m) }
+	body := func(m string) string { return caseBody(f, model, m) }
 	lfAuth := strings.ReplaceAll(f.auth, "\r\n", "\n")
 	crAuth := strings.ReplaceAll(f.auth, "\r\n", "\r")
 	target := f.target(model)
@@ -339,8 +371,8 @@ func runSmuggling(t *testing.T, f *frontend, up *upstream, model string, cases [
 				for _, p := range checkUpstreamHead(s, up.Addr(), c.forbid) {
 					t.Errorf("upstream request %s: %s", s, p)
 				}
-				if m := marker(s); m != "" && string(s.body) != f.body(model, m) {
-					t.Errorf("upstream body %q, want %q", s.body, f.body(model, m))
+				if m := marker(s); m != "" && string(s.body) != caseBody(f, model, m) {
+					t.Errorf("upstream body %q, want %q", s.body, caseBody(f, model, m))
 				}
 			}
 			t.Logf("observed: client %v, upstream %q", codes, markers)
