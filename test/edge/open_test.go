@@ -22,6 +22,12 @@ func TestOpenDefects(t *testing.T) {
 		f := startGateway(t, map[string]*upstream{"EDGE": up}, gatewaySmuggleConf)
 		runSmuggling(t, f, up, "EDGE", smuggleCases, true)
 	})
+	t.Run("gateway job ids", func(t *testing.T) {
+		t.Parallel()
+		t.Logf("known defect: %s", jobPathsOpen)
+		up := newUpstream(t)
+		checkJobIDs(t, startGateway(t, map[string]*upstream{"JOBS": up}, nil), up, "JOBS")
+	})
 	t.Run("router bad upstreams", func(t *testing.T) {
 		t.Parallel()
 		name := func(i int) string { return fmt.Sprintf("edge-bad-%d", i) }
