@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"math/bits"
+	"net/http"
+	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
 )
@@ -57,7 +59,8 @@ func putBuf(bp *[]byte) {
 var ErrTooLarge = errors.New("request body over the limit")
 
 // Body is a request body read into a pooled buffer. Its bytes are valid
-// until the last of Release and the Close of every Reader it handed out.
+// until Release, or, once attached to an upstream request, until that
+// request is written (Attach).
 type Body struct {
 	buf  *[]byte
 	n    int
@@ -144,7 +147,7 @@ func (b *Body) Bytes() []byte {
 func (b *Body) Len() int { return b.n }
 
 // Release gives up the reader's own reference; the buffer returns to its
-// pool once every Reader is closed too.
+// pool once no upstream write is using it (Attach).
 func (b *Body) Release() { b.unref() }
 
 func (b *Body) unref() {
@@ -154,25 +157,30 @@ func (b *Body) unref() {
 	}
 }
 
-// Reader returns a reader over the body that holds the buffer until it is
-// closed: the upstream request's Body (and GetBody's). Readers write
-// straight from the buffer (WriteTo), no copy in between.
-func (b *Body) Reader() io.ReadCloser {
-	b.refs.Add(1)
-	r := &bodyReader{body: b}
-	r.Reset(b.Bytes())
-	return r
-}
-
-type bodyReader struct {
-	bytes.Reader
-	body   *Body
-	closed atomic.Bool
-}
-
-func (r *bodyReader) Close() error {
-	if r.closed.CompareAndSwap(false, true) {
-		r.body.unref()
+// Attach makes b the body of req, an upstream request that has its
+// context, and returns the request to send (req with a trace context).
+//
+// The Transport reads the body as a *bytes.Reader, which it knows to be in
+// memory: a small body goes out in one write with the head, a large one
+// straight from the buffer (bodyConn). GetBody gives the same bytes again
+// for a resend of a request never written. The buffer returns to its pool
+// only when Release was called and every attempt the Transport started on
+// a connection has finished writing (httptrace GotConn and WroteRequest):
+// a write may still run after RoundTrip returned (an upstream answering
+// before the whole body was written). An attempt that never ends leaves
+// the buffer to the garbage collector, never to another request.
+func (b *Body) Attach(req *http.Request) *http.Request {
+	if b.n == 0 {
+		req.Body, req.ContentLength = http.NoBody, 0
+		return req
 	}
-	return nil
+	data := b.Bytes()
+	req.ContentLength = int64(len(data))
+	req.Body = io.NopCloser(bytes.NewReader(data))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	trace := &httptrace.ClientTrace{
+		GotConn:      func(httptrace.GotConnInfo) { b.refs.Add(1) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { b.unref() },
+	}
+	return req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
 }

@@ -50,28 +50,6 @@ func TestReadBody(t *testing.T) {
 	}
 }
 
-// TestBodyReaders: a Reader gives the bytes again and again (GetBody),
-// and the buffer outlives Release while a Reader is open.
-func TestBodyReaders(t *testing.T) {
-	b, err := ReadBody(strings.NewReader("abc"), 3, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r1, r2 := b.Reader(), b.Reader()
-	b.Release()
-	for _, r := range []io.ReadCloser{r1, r2} {
-		got, _ := io.ReadAll(r)
-		if string(got) != "abc" {
-			t.Fatalf("reader gave %q", got)
-		}
-		r.Close()
-		r.Close() // a second Close does not release twice
-	}
-	if b.refs.Load() != 0 || b.buf != nil {
-		t.Fatalf("buffer not returned: refs %d", b.refs.Load())
-	}
-}
-
 // TestReadBodyNoGrowth: once warm, reading a body of a size seen before
 // allocates only the Body itself, whatever its size: the buffer is
 // pooled and sized in one step.

@@ -1,10 +1,12 @@
 package httpx
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"time"
 )
 
@@ -72,17 +74,17 @@ func NewTransport(c TransportConfig) *http.Transport {
 	}
 }
 
-// bodyConn is an upstream connection that writes a Body straight from
-// its buffer. The Transport writes a body of known length as
-// io.Copy(conn, io.LimitReader(body, n)); the LimitedReader hides the
-// body's WriteTo, so io.Copy would copy it through a fresh 32 KiB buffer.
-// ReadFrom recognises that shape and writes the bytes from the Body's
-// buffer: no copy, no allocation.
+// bodyConn is an upstream connection that writes an in-memory body
+// straight from its buffer. The Transport writes a body of known length
+// as io.Copy(conn, io.LimitReader(body, n)) once its head is out; the
+// LimitedReader hides the *bytes.Reader's WriteTo, so io.Copy would copy
+// the body through a fresh 32 KiB buffer. ReadFrom recognises that shape
+// and writes the bytes from the Body's buffer: no copy, no allocation.
 type bodyConn struct{ net.Conn }
 
 func (c bodyConn) ReadFrom(r io.Reader) (int64, error) {
 	if lr, ok := r.(*io.LimitedReader); ok {
-		if br, ok := lr.R.(*bodyReader); ok && int64(br.Len()) <= lr.N {
+		if br := inMemory(lr.R); br != nil && int64(br.Len()) <= lr.N {
 			n, err := br.WriteTo(c.Conn)
 			lr.N -= n
 			return n, err
@@ -92,4 +94,21 @@ func (c bodyConn) ReadFrom(r io.Reader) (int64, error) {
 		return rf.ReadFrom(r)
 	}
 	return io.Copy(struct{ io.Writer }{c.Conn}, r)
+}
+
+// nopCloserWriterTo is the type of io.NopCloser(*bytes.Reader), the body
+// Attach hands the Transport (which unwraps its own wrapper, not this one).
+var nopCloserWriterTo = reflect.TypeOf(io.NopCloser(&bytes.Reader{}))
+
+// inMemory is the *bytes.Reader r is or wraps with io.NopCloser, else nil
+// (net/http looks inside io.NopCloser the same way).
+func inMemory(r io.Reader) *bytes.Reader {
+	if br, ok := r.(*bytes.Reader); ok {
+		return br
+	}
+	if reflect.TypeOf(r) == nopCloserWriterTo {
+		br, _ := reflect.ValueOf(r).Field(0).Interface().(*bytes.Reader)
+		return br
+	}
+	return nil
 }

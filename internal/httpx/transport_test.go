@@ -2,12 +2,14 @@ package httpx
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,9 +29,7 @@ func post(t *testing.T, tr *http.Transport, addr, body string) (*http.Response, 
 	}
 	defer b.Release()
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/x", nil)
-	req.Body, req.ContentLength = b.Reader(), int64(b.Len())
-	req.GetBody = func() (io.ReadCloser, error) { return b.Reader(), nil }
-	resp, err := tr.RoundTrip(req)
+	resp, err := tr.RoundTrip(b.Attach(req))
 	if err == nil {
 		_, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -101,7 +101,8 @@ func TestTransportSettings(t *testing.T) {
 	}
 }
 
-// recConn records whether a write came straight from want's buffer.
+// recConn records whether a write came straight from want's buffer (its
+// end: the first few KiB share the head's write buffer).
 type recConn struct {
 	net.Conn
 	want   []byte
@@ -109,7 +110,7 @@ type recConn struct {
 }
 
 func (c *recConn) Write(p []byte) (int, error) {
-	if len(p) > 0 && len(c.want) > 0 && &p[0] == &c.want[0] {
+	if len(p) > 0 && len(c.want) > 0 && &p[len(p)-1] == &c.want[len(c.want)-1] {
 		c.direct.Store(true)
 	}
 	return c.Conn.Write(p)
@@ -129,7 +130,6 @@ func TestTransportWritesBodyFromItsBuffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Release()
 	tr := testTransport()
 	defer tr.CloseIdleConnections()
 	var rc *recConn
@@ -143,8 +143,7 @@ func TestTransportWritesBodyFromItsBuffer(t *testing.T) {
 		return bodyConn{rc}, nil
 	}
 	req, _ := http.NewRequest(http.MethodPost, "http://"+srv.Addr()+"/x", nil)
-	req.Body, req.ContentLength = b.Reader(), int64(b.Len())
-	resp, err := tr.RoundTrip(req)
+	resp, err := tr.RoundTrip(b.Attach(req))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,5 +154,69 @@ func TestTransportWritesBodyFromItsBuffer(t *testing.T) {
 	}
 	if !rc.direct.Load() {
 		t.Fatal("the body was copied before it was written")
+	}
+	// Written and released: the buffer is back in its pool.
+	b.Release()
+	if b.refs.Load() != 0 || b.buf != nil {
+		t.Fatalf("buffer not returned: refs %d", b.refs.Load())
+	}
+}
+
+// TestBodyHeldWhileWritten: an upstream that answers before reading the
+// body ends the round trip while the body is still being written; the
+// buffer must outlive Release until that write ends.
+func TestBodyHeldWhileWritten(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	srv := testproc.NewConnServer(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		// Answer at once, read nothing of the (large) body yet.
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		<-release
+		_, _ = io.Copy(io.Discard, br)
+	})
+	t.Cleanup(free)                     // before the server's cleanup, which waits for the handler
+	data := strings.Repeat("c", 32<<20) // far more than the socket buffers take
+	b, err := ReadBody(strings.NewReader(data), int64(len(data)), 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := testTransport()
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+srv.Addr()+"/x", nil)
+	resp, err := tr.RoundTrip(b.Attach(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The answer is in, its body unread: the Transport keeps the
+	// connection and its write, blocked on an upstream not reading.
+	b.Release()
+	if b.refs.Load() == 0 {
+		t.Fatal("buffer released while the Transport was still writing it")
+	}
+	free() // the upstream reads the rest; the write ends
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	deadline := time.Now().Add(15 * time.Second)
+	for b.refs.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("buffer never returned after the write ended: refs %d", b.refs.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestInMemory(t *testing.T) {
+	br := bytes.NewReader([]byte("x"))
+	if inMemory(br) != br || inMemory(io.NopCloser(br)) != br {
+		t.Fatal("a *bytes.Reader, bare or in io.NopCloser, not recognised")
+	}
+	for _, r := range []io.Reader{strings.NewReader("x"), io.NopCloser(strings.NewReader("x")), io.LimitReader(br, 1)} {
+		if inMemory(r) != nil {
+			t.Fatalf("%T taken for a *bytes.Reader", r)
+		}
 	}
 }

@@ -152,16 +152,20 @@ func TestBadAnswersAre502(t *testing.T) {
 }
 
 // TestSlowBodyIs408: a body trickled past body_timeout_ms is refused with
-// 408 and the connection closed.
+// 408 and the connection closed, whether it is small (read whole first)
+// or large (streamed to the model server).
 func TestSlowBodyIs408(t *testing.T) {
 	m := fakeModel(t)
 	gw, _, _ := newGatewayWith(t, Config{Edge: httpx.Limits{BodyTimeout: 300 * time.Millisecond}}, modelAt(strings.TrimPrefix(m.URL, "http://")))
-	c := gw.dial(t)
-	fmt.Fprintf(c, "POST /v1/models/M/infer HTTP/1.1\r\nHost: g\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", tok)
-	defer testproc.Trickle(c, []byte(strings.Repeat(" ", 100)), 100*time.Millisecond)() // at most 10 s
-	resp, body := testproc.ReadResponse(t, bufio.NewReader(c))
-	if resp.StatusCode != http.StatusRequestTimeout || !resp.Close {
-		t.Fatalf("%d close=%v %s", resp.StatusCode, resp.Close, body)
+	for _, size := range []int{1000, maxSmallBody + 1} {
+		c := gw.dial(t)
+		fmt.Fprintf(c, "POST /v1/models/M/infer HTTP/1.1\r\nHost: g\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", tok, size)
+		stop := testproc.Trickle(c, []byte(strings.Repeat(" ", 100)), 100*time.Millisecond) // at most 10 s
+		resp, body := testproc.ReadResponse(t, bufio.NewReader(c))
+		stop()
+		if resp.StatusCode != http.StatusRequestTimeout || !resp.Close {
+			t.Fatalf("%d bytes: %d close=%v %s", size, resp.StatusCode, resp.Close, body)
+		}
 	}
 }
 

@@ -28,6 +28,10 @@ var forwardRequestHeaders = []string{"Content-Type", "Accept", "X-Request-Id"}
 // maxJobAnswer bounds a job answer read into memory to rewrite its URLs.
 const maxJobAnswer = 1 << 20
 
+// maxSmallBody is the largest declared body read whole before it is
+// forwarded; larger and undeclared ones stream through.
+const maxSmallBody = 64 << 10
+
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, path string, rewriteJobs bool) {
 	start := time.Now()
 	st := g.up[u]
@@ -39,6 +43,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	}
 	var body io.Reader = http.NoBody
 	var in *eofReader
+	var small *httpx.Body
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 			// Model servers read the body as JSON and decode no content
@@ -48,15 +53,29 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 				fmt.Sprintf("request bodies with Content-Encoding %q are not supported; send the body uncompressed", ce))
 			return
 		}
-		// Streams through: the limit is enforced while reading, so an
-		// undeclared length is cut at the limit instead of buffered. The
-		// body must arrive within the edge's BodyTimeout; the deadline is
-		// lifted at its end, before the model works.
+		// The body must arrive within the edge's BodyTimeout; the deadline
+		// is lifted at its end, before the model works.
 		g.cfg.Edge.BodyDeadline(w)
-		in = &eofReader{r: http.MaxBytesReader(w, r.Body, g.cfg.MaxBody), done: func() { httpx.LiftReadDeadline(w) }}
-		body = in
+		if r.ContentLength > 0 && r.ContentLength <= maxSmallBody {
+			// A small body (an image thumbnail, the common case) is read
+			// whole into a pooled buffer first: it reaches the model
+			// server with its head in one write.
+			b, err := httpx.ReadBody(r.Body, r.ContentLength, g.cfg.MaxBody)
+			httpx.LiftReadDeadline(w)
+			if err != nil {
+				g.bodyError(w, r, u, err)
+				return
+			}
+			defer b.Release()
+			small = b
+		} else {
+			// Streams through: the limit is enforced while reading, so an
+			// undeclared length is cut at the limit instead of buffered.
+			in = &eofReader{r: http.MaxBytesReader(w, r.Body, g.cfg.MaxBody), done: func() { httpx.LiftReadDeadline(w) }}
+			body = in
+		}
 	}
-	resp, err := g.roundTrip(r, u, path, body, st)
+	resp, err := g.roundTrip(r, u, path, body, small, st)
 	var be *buildError
 	if errors.As(err, &be) {
 		writeEnvelope(w, http.StatusBadGateway, statusServerError, "cannot build the upstream request: "+be.err.Error(), "")
@@ -101,13 +120,17 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 
 // roundTrip sends the model server's request through the Transport.
 // Errors read as http.Client reports them, for the same log and 502 text.
-func (g *Gateway) roundTrip(r *http.Request, u *Upstream, path string, body io.Reader, st *upstreamState) (*http.Response, error) {
+// A small body read whole (small) is attached instead of body.
+func (g *Gateway) roundTrip(r *http.Request, u *Upstream, path string, body io.Reader, small *httpx.Body, st *upstreamState) (*http.Response, error) {
 	out, err := upstreamRequest(r, u.Addr, path, body)
 	if err != nil {
 		return nil, &buildError{err}
 	}
 	out.ContentLength = r.ContentLength
 	out.Header = upstreamHeader(r, st)
+	if small != nil {
+		out = small.Attach(out)
+	}
 	resp, err := g.transport.RoundTrip(out)
 	if err != nil {
 		return nil, &url.Error{Op: urlErrorOp(out.Method), URL: out.URL.String(), Err: err}
@@ -237,10 +260,7 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, u *Upstr
 	case in.timedOut():
 		// The body did not arrive in time (net/http then also ends the
 		// request's context, so this comes before the hang-up case).
-		w.Header().Set("Connection", "close")
-		writeEnvelope(w, http.StatusRequestTimeout, statusInvalid,
-			fmt.Sprintf("the request body was not received within %s ([gateway] body_timeout_ms); send it faster", g.cfg.Edge.BodyTimeout), "")
-		g.metrics.request(u.ID, http.StatusRequestTimeout)
+		g.bodyTimeout(w, u)
 	case r.Context().Err() != nil:
 		// The client hung up: not the model's fault and not a 502. Nothing
 		// was served; returning without a write would make net/http
@@ -306,6 +326,31 @@ func (g *Gateway) abortOrFail(w http.ResponseWriter, r *http.Request, u *Upstrea
 		w.Header().Del(k)
 	}
 	g.upstreamError(w, r, u, nil, err)
+}
+
+// bodyError answers a small body that could not be read whole: too slow
+// (408), the client gone (the connection is cut), or cut short (400).
+func (g *Gateway) bodyError(w http.ResponseWriter, r *http.Request, u *Upstream, err error) {
+	switch {
+	case isTimeout(err):
+		g.bodyTimeout(w, u)
+	case r.Context().Err() != nil:
+		g.metrics.clientClosed.WithLabelValues(u.ID).Inc()
+		panic(http.ErrAbortHandler)
+	default:
+		w.Header().Set("Connection", "close")
+		writeEnvelope(w, http.StatusBadRequest, statusInvalid,
+			fmt.Sprintf("could not read the request body: %v; send the whole body (Content-Length must match)", err), "")
+		g.metrics.request(u.ID, http.StatusBadRequest)
+	}
+}
+
+// bodyTimeout is the answer to a body not received within BodyTimeout.
+func (g *Gateway) bodyTimeout(w http.ResponseWriter, u *Upstream) {
+	w.Header().Set("Connection", "close")
+	writeEnvelope(w, http.StatusRequestTimeout, statusInvalid,
+		fmt.Sprintf("the request body was not received within %s ([gateway] body_timeout_ms); send it faster", g.cfg.Edge.BodyTimeout), "")
+	g.metrics.request(u.ID, http.StatusRequestTimeout)
 }
 
 // isTimeout reports whether err is an expired deadline.

@@ -445,8 +445,8 @@ func (p *Proxy) record(x *exchange) {
 
 // upstreamRequest builds the engine's request on the resolved URL
 // directly, instead of printing it and parsing it back. Its body is the
-// client's bytes as read, rewindable (GetBody), so the transport can
-// resend a request it never wrote on a stale pooled connection.
+// client's bytes as read (httpx.Body.Attach: rewindable, so the transport
+// can resend a request it never wrote on a stale pooled connection).
 func upstreamRequest(ctx context.Context, target *url.URL, body *httpx.Body, in http.Header) *http.Request {
 	// An empty URL always parses; NewRequestWithContext is the only way to
 	// attach ctx without copying the request.
@@ -454,12 +454,7 @@ func upstreamRequest(ctx context.Context, target *url.URL, body *httpx.Body, in 
 	up.URL = target
 	up.Host = strings.TrimSuffix(target.Host, ":")
 	fillUpstreamHeader(up.Header, in)
-	if body.Len() > 0 {
-		up.Body = body.Reader()
-		up.ContentLength = int64(body.Len())
-		up.GetBody = func() (io.ReadCloser, error) { return body.Reader(), nil }
-	}
-	return up
+	return body.Attach(up)
 }
 
 var _ http.Handler = (*Proxy)(nil)
