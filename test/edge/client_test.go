@@ -308,8 +308,7 @@ func TestGatewayClients(t *testing.T) {
 	up := newUpstream(t)
 	f := startGateway(t, map[string]*upstream{"CLIENTS": up}, gatewayLimits)
 	t.Run("slow head cut at the head timeout", func(t *testing.T) { t.Parallel(); slowHead(t, f, "CLIENTS") })
-	t.Run("slow body cut at the body timeout", func(t *testing.T) { t.Parallel(); slowBody(t, f, up, "CLIENTS", true) })
-	t.Run("stalled body cut at the body timeout", func(t *testing.T) { t.Parallel(); slowBody(t, f, up, "CLIENTS", false) })
+	// Its slow and stalled bodies are in TestOpenDefects.
 	t.Run("idle keep-alive closed at the idle timeout", func(t *testing.T) { t.Parallel(); idleKeepAlive(t, f, "CLIENTS") })
 	t.Run("half-close never gets a fabricated 2xx", func(t *testing.T) { t.Parallel(); halfClose(t, f, up, "CLIENTS") })
 }
