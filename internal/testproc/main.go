@@ -3,6 +3,7 @@ package testproc
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -57,4 +58,21 @@ func Bin(t testing.TB, name string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// CleanEnv is the test process's environment without any variable that
+// starts with one of prefixes, plus extra: a developer's shell must not
+// change what a test of a binary means.
+func CleanEnv(prefixes []string, extra ...string) []string {
+	var out []string
+next:
+	for _, kv := range os.Environ() {
+		for _, p := range prefixes {
+			if strings.HasPrefix(kv, p) {
+				continue next
+			}
+		}
+		out = append(out, kv)
+	}
+	return append(out, extra...)
 }

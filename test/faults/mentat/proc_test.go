@@ -1,8 +1,6 @@
 package mentat
 
 import (
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/fe64bb06/frontdoor/internal/testproc"
@@ -12,18 +10,7 @@ import (
 // daemon, the agent or the engine reads, plus extra: a developer's shell
 // must not change what a test sees.
 func cleanEnv(extra ...string) []string {
-	prefixes := []string{"MENTAT_", "SERVE_", "POLL_", "PROBE_", "SERVING_", "MCP_", "TOOLS_", "ALLOWED_", "DISCOVER_", "LOG_LEVEL"}
-	var out []string
-next:
-	for _, kv := range os.Environ() {
-		for _, p := range prefixes {
-			if strings.HasPrefix(kv, p) {
-				continue next
-			}
-		}
-		out = append(out, kv)
-	}
-	return append(out, extra...)
+	return testproc.CleanEnv([]string{"MENTAT_", "SERVE_", "POLL_", "PROBE_", "SERVING_", "MCP_", "TOOLS_", "ALLOWED_", "DISCOVER_", "LOG_LEVEL"}, extra...)
 }
 
 // start runs argv with env (testproc.Start: stopped SIGTERM then SIGKILL
