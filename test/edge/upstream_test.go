@@ -50,9 +50,10 @@ type answerFunc func(c net.Conn, br *bufio.Reader, s seen) (keep bool)
 // upstream is a raw recording engine or model server: a loopback TCP
 // listener that keeps every byte it reads, splits the bytes into requests
 // exactly where net/http's parser ends each one, and answers each with a
-// fixed valid response (or what answer says). A router's probe (GET
-// /v1/models) is answered with the model list and kept apart, so the
-// requests a case sent are the only ones in Requests.
+// fixed valid response (or what answer says). A router's own requests —
+// its probe (GET /v1/models, answered with the model list) and its metrics
+// scrape (GET /metrics, answered with an empty exposition) — are kept
+// apart, so the requests a case sent are the only ones in Requests.
 type upstream struct {
 	srv    *testproc.ConnServer
 	models []string
@@ -115,7 +116,7 @@ func (u *upstream) serve(c net.Conn, _ *bufio.Reader) {
 			u.recordRest(conn, rr.buf.Bytes()[start:], c, br, err)
 			return
 		}
-		probe := req.Method == http.MethodGet && req.URL.Path == "/v1/models"
+		probe := req.Method == http.MethodGet && (req.URL.Path == "/v1/models" || req.URL.Path == "/metrics")
 		// The request is listed as soon as its head is in, so it keeps
 		// its place among the others while its body arrives.
 		i := -1
@@ -141,7 +142,11 @@ func (u *upstream) serve(c net.Conn, _ *bufio.Reader) {
 			u.mu.Lock()
 			u.probes++
 			u.mu.Unlock()
-			if !u.writeModels(c) {
+			if req.URL.Path == "/metrics" {
+				if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: 0\r\n\r\n"); err != nil {
+					return
+				}
+			} else if !u.writeModels(c) {
 				return
 			}
 			continue
