@@ -6,15 +6,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
-	"github.com/fe64bb06/frontdoor/internal/h1server"
 	"github.com/fe64bb06/frontdoor/internal/logx"
 	"github.com/fe64bb06/frontdoor/internal/version"
 	"github.com/fe64bb06/frontdoor/mortred/config"
@@ -60,19 +59,14 @@ func run(confPath string) error {
 	if err != nil {
 		return err
 	}
-	// Inference requests are served by the gateway's own HTTP/1.1 fast
-	// path, everything else by net/http.
-	srv := &h1server.Server{Handler: gw.Fast(), Fallback: &http.Server{
-		Handler: gw,
-		// Slow-header clients are cut; bodies and answers are bounded by the
-		// model server's own deadlines, not by a hidden write timeout here.
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       90 * time.Second,
-	}}
+	// net/http with the [gateway] edge limits; the connection cap wraps
+	// the listener.
+	edge := setup.Config.Edge
+	srv := edge.Server(gw, slog.NewLogLogger(log.Handler(), slog.LevelDebug))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(gateway.LimitListener(l, setup.MaxConnections)) }()
+	go func() { errc <- srv.Serve(edge.Listener(l)) }()
 	log.Info("gateway_listening", "addr", l.Addr().String(), "models", len(setup.Config.Upstreams))
 	select {
 	case err := <-errc:

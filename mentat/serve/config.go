@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/internal/httpx"
 	"github.com/fe64bb06/frontdoor/mentat/serve/discovery"
 	"github.com/fe64bb06/frontdoor/mentat/wire"
 )
@@ -70,6 +71,11 @@ type Config struct {
 	MCPTimeout time.Duration
 	// ToolsTTL is TOOLS_TTL_S (default 60 s).
 	ToolsTTL time.Duration
+	// Edge is the listener's limits: SERVE_READ_HEADER_TIMEOUT_S,
+	// SERVE_BODY_TIMEOUT_S, SERVE_IDLE_TIMEOUT_S, SERVE_WRITE_TIMEOUT_S,
+	// SERVE_MAX_HEADER_BYTES and SERVE_MAX_CONNECTIONS (0: no cap), with
+	// the httpx defaults.
+	Edge httpx.Limits
 	// Secret is the announcement HMAC key (MENTAT_SECRET_FILE's contents,
 	// else MENTAT_SECRET), trimmed; nil accepts unsigned announcements.
 	Secret []byte
@@ -107,6 +113,18 @@ func LoadConfig(env envconf.Env) (Config, error) {
 		ToolsTTL:       env.Duration("TOOLS_TTL_S", DefaultToolsTTL),
 		Universe:       env.String("MENTAT_UNIVERSE", DefaultUniverse),
 	}
+	c.Edge = httpx.Limits{
+		ReadHeaderTimeout: env.Duration("SERVE_READ_HEADER_TIMEOUT_S", httpx.DefaultReadHeaderTimeout),
+		BodyTimeout:       env.Duration("SERVE_BODY_TIMEOUT_S", httpx.DefaultBodyTimeout),
+		IdleTimeout:       env.Duration("SERVE_IDLE_TIMEOUT_S", httpx.DefaultIdleTimeout),
+		WriteTimeout:      env.Duration("SERVE_WRITE_TIMEOUT_S", httpx.DefaultWriteTimeout),
+		MaxHeaderBytes:    env.Int("SERVE_MAX_HEADER_BYTES", httpx.DefaultMaxHeaderBytes),
+		MaxConns:          env.Int("SERVE_MAX_CONNECTIONS", httpx.DefaultMaxConns),
+	}
+	if c.Edge.MaxConns == 0 {
+		c.Edge.MaxConns = -1 // no cap
+	}
+	c.Edge = c.Edge.WithDefaults()
 	c.ProbeFresh = env.Duration("PROBE_FRESH_S", 3*c.ProbeInterval+c.ProbeTimeout)
 	c.ProbePromote = env.Duration("PROBE_PROMOTE_S", 6*c.ProbeInterval)
 	c.HTTPAddr = ":" + strconv.Itoa(c.Port)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/internal/httpx"
 )
 
 func TestLoadConfigDefaults(t *testing.T) {
@@ -22,9 +23,28 @@ func TestLoadConfigDefaults(t *testing.T) {
 		PollInterval: 10 * time.Second, ProbeInterval: 5 * time.Second, ProbeTimeout: 3 * time.Second,
 		ProbeFresh: 18 * time.Second, ProbePromote: 30 * time.Second, ServingTimeout: 1800 * time.Second,
 		MCPTimeout: 180 * time.Second, ToolsTTL: 60 * time.Second, Universe: "default",
+		Edge: httpx.Limits{ReadHeaderTimeout: 10 * time.Second, BodyTimeout: 60 * time.Second, IdleTimeout: 90 * time.Second,
+			WriteTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConns: 4096},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults\n got %+v\nwant %+v", c, want)
+	}
+}
+
+// TestLoadConfigEdge: every edge limit is read from its SERVE_* variable;
+// SERVE_MAX_CONNECTIONS=0 means no cap.
+func TestLoadConfigEdge(t *testing.T) {
+	c, err := LoadConfig(envconf.Map(map[string]string{
+		"SERVE_READ_HEADER_TIMEOUT_S": "2", "SERVE_BODY_TIMEOUT_S": "3.5", "SERVE_IDLE_TIMEOUT_S": "4",
+		"SERVE_WRITE_TIMEOUT_S": "5", "SERVE_MAX_HEADER_BYTES": "8192", "SERVE_MAX_CONNECTIONS": "0",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := httpx.Limits{ReadHeaderTimeout: 2 * time.Second, BodyTimeout: 3500 * time.Millisecond, IdleTimeout: 4 * time.Second,
+		WriteTimeout: 5 * time.Second, MaxHeaderBytes: 8192, MaxConns: -1}
+	if c.Edge != want {
+		t.Fatalf("edge %+v, want %+v", c.Edge, want)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fe64bb06/frontdoor/internal/h1server"
 	"github.com/fe64bb06/frontdoor/internal/logx"
 	"github.com/fe64bb06/frontdoor/mentat/serve/discovery"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
@@ -31,10 +30,6 @@ type Server struct {
 	mux     *http.ServeMux
 	start   time.Time
 	trigger chan struct{}
-
-	// fast, when set, serves the requests it takes on the listener's
-	// connections before the mux (see SetFast).
-	fast h1server.Handler
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -69,9 +64,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		trigger: make(chan struct{}, 1),
 		builder: builder{poll: cfg.PollInterval, fresh: cfg.ProbeFresh, allow: allow, subnets: cfg.Subnets},
 	}
-	s.mux.HandleFunc("GET /v1/models", s.handleModels)
-	s.mux.HandleFunc("GET /status.json", s.handleStatus)
-	s.mux.HandleFunc("GET /healthz", handleHealthz)
+	s.mux.Handle("GET /v1/models", cfg.Edge.WriteDeadlines(http.HandlerFunc(s.handleModels)))
+	s.mux.Handle("GET /status.json", cfg.Edge.WriteDeadlines(http.HandlerFunc(s.handleStatus)))
+	s.mux.Handle("GET /healthz", cfg.Edge.WriteDeadlines(http.HandlerFunc(handleHealthz)))
 	return s, nil
 }
 
@@ -84,12 +79,6 @@ func (s *Server) Routes() routes.Source { return &s.holder }
 // Handle mounts a handler on the server's mux (net/http patterns). Call it
 // before Run.
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
-
-// SetFast puts h in front of the mux: the requests it takes are served
-// on the connection's goroutine without net/http (see
-// internal/h1server); a connection goes to the mux at the first request
-// it does not take. Call it before Run.
-func (s *Server) SetFast(h h1server.Handler) { s.fast = h }
 
 // Handler is the server's whole HTTP handler.
 func (s *Server) Handler() http.Handler { return s.mux }
@@ -170,17 +159,11 @@ func (s *Server) Run(ctx context.Context) error {
 	})
 	wg.Go(func() { s.publish(ctx, p) })
 
-	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
-	var srv interface {
-		Serve(net.Listener) error
-		Shutdown(context.Context) error
-		Close() error
-	} = hs
-	if s.fast != nil {
-		srv = &h1server.Server{Handler: s.fast, Fallback: hs}
-	}
+	// net/http with the edge limits (SERVE_* variables); the connection
+	// cap wraps the listener.
+	srv := s.cfg.Edge.Server(s.mux, slog.NewLogLogger(s.log.Handler(), slog.LevelDebug))
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(s.ln) }()
+	go func() { serveErr <- srv.Serve(s.cfg.Edge.Listener(s.ln)) }()
 
 	var err error
 	select {

@@ -53,8 +53,23 @@ type Gateway struct {
 	// UpstreamResponseTimeoutMS until the model server's response headers;
 	// default 330000 (longer than the longest job wait, 300 s).
 	UpstreamResponseTimeoutMS int `toml:"upstream_response_timeout_ms"`
-	// UpstreamIdleTimeoutMS keeps idle upstream connections; default 90000.
+	// UpstreamIdleTimeoutMS keeps idle upstream connections; default 90000
+	// (below the model servers' 120 s keep-alive).
 	UpstreamIdleTimeoutMS int `toml:"upstream_idle_timeout_ms"`
+	// ReadHeaderTimeoutMS bounds reading a client's request head; default
+	// 10000.
+	ReadHeaderTimeoutMS int `toml:"read_header_timeout_ms"`
+	// BodyTimeoutMS bounds receiving a client's request body; default 60000.
+	BodyTimeoutMS int `toml:"body_timeout_ms"`
+	// IdleTimeoutMS closes an idle client keep-alive connection; default
+	// 90000.
+	IdleTimeoutMS int `toml:"idle_timeout_ms"`
+	// WriteTimeoutMS bounds writing an answer that is not a stream; default
+	// 60000.
+	WriteTimeoutMS int `toml:"write_timeout_ms"`
+	// MaxHeaderBytes bounds a client's request head (431 over it); default
+	// 65536.
+	MaxHeaderBytes int `toml:"max_header_bytes"`
 }
 
 // ServerPolicy is [servers.<id>].
@@ -82,6 +97,18 @@ func (g Gateway) UpstreamResponseTimeout() time.Duration { return ms(g.UpstreamR
 
 // UpstreamIdleTimeout is upstream_idle_timeout_ms.
 func (g Gateway) UpstreamIdleTimeout() time.Duration { return ms(g.UpstreamIdleTimeoutMS) }
+
+// ReadHeaderTimeout is read_header_timeout_ms.
+func (g Gateway) ReadHeaderTimeout() time.Duration { return ms(g.ReadHeaderTimeoutMS) }
+
+// BodyTimeout is body_timeout_ms.
+func (g Gateway) BodyTimeout() time.Duration { return ms(g.BodyTimeoutMS) }
+
+// IdleTimeout is idle_timeout_ms.
+func (g Gateway) IdleTimeout() time.Duration { return ms(g.IdleTimeoutMS) }
+
+// WriteTimeout is write_timeout_ms.
+func (g Gateway) WriteTimeout() time.Duration { return ms(g.WriteTimeoutMS) }
 
 // LoadControlPlane reads and validates conf/mortred.toml. Unknown keys are
 // errors.
@@ -147,6 +174,11 @@ func (cp *ControlPlane) defaults() {
 	defaultInt(&g.UpstreamConnectTimeoutMS, 2000)
 	defaultInt(&g.UpstreamResponseTimeoutMS, 330000)
 	defaultInt(&g.UpstreamIdleTimeoutMS, 90000)
+	defaultInt(&g.ReadHeaderTimeoutMS, 10000)
+	defaultInt(&g.BodyTimeoutMS, 60000)
+	defaultInt(&g.IdleTimeoutMS, 90000)
+	defaultInt(&g.WriteTimeoutMS, 60000)
+	defaultInt(&g.MaxHeaderBytes, 65536)
 	if cp.Servers == nil {
 		cp.Servers = map[string]ServerPolicy{}
 	}
@@ -194,6 +226,11 @@ func (cp *ControlPlane) Validate() error {
 		{"[gateway] upstream_connect_timeout_ms", g.UpstreamConnectTimeoutMS, 1, 600_000},
 		{"[gateway] upstream_response_timeout_ms", g.UpstreamResponseTimeoutMS, 1, 24 * 3600_000},
 		{"[gateway] upstream_idle_timeout_ms", g.UpstreamIdleTimeoutMS, 1, 24 * 3600_000},
+		{"[gateway] read_header_timeout_ms", g.ReadHeaderTimeoutMS, 1, 3600_000},
+		{"[gateway] body_timeout_ms", g.BodyTimeoutMS, 1, 24 * 3600_000},
+		{"[gateway] idle_timeout_ms", g.IdleTimeoutMS, 1, 24 * 3600_000},
+		{"[gateway] write_timeout_ms", g.WriteTimeoutMS, 1, 24 * 3600_000},
+		{"[gateway] max_header_bytes", g.MaxHeaderBytes, 1024, 16 << 20},
 	} {
 		if c.v < c.lo || c.v > c.hi {
 			bad(c.key, "%d is out of range %d..%d", c.v, c.lo, c.hi)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/fe64bb06/frontdoor/mortred/envelope"
@@ -12,6 +13,8 @@ const (
 	statusMethodNotAllowed = envelope.StatusMethodNotAllowed
 	statusTooLarge         = envelope.StatusTooLarge
 	statusNotReady         = envelope.StatusNotReady
+	statusUnsupported      = envelope.StatusUnsupportedMedia
+	statusInvalid          = envelope.StatusInvalidRequest
 	statusServerError      = envelope.StatusServerError
 )
 
@@ -43,4 +46,14 @@ func writeEnvelope(w http.ResponseWriter, httpCode int, st envelope.Status, msg,
 	}
 	w.WriteHeader(httpCode)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// envelopeJSON is the rejection envelope; msg goes in errors[0].
+func envelopeJSON(st envelope.Status, msg, taskID string) []byte {
+	env := gatewayEnvelope{Status: st, StatusStr: envelope.Text(st), TaskID: taskID, Results: []any{}}
+	if msg != "" {
+		env.Errors = []errorItem{{Pointer: "", Message: msg}}
+	}
+	b, _ := json.Marshal(env)
+	return b
 }

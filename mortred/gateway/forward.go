@@ -16,20 +16,17 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fe64bb06/frontdoor/internal/h1client"
+	"github.com/fe64bb06/frontdoor/internal/httpx"
+	"github.com/fe64bb06/frontdoor/mortred/envelope"
 )
 
-// Headers a model server needs to see; everything else stays at the edge.
-var forwardRequestHeaders = []string{"Content-Type", "Accept", "X-Request-ID"}
-
-// Hop-by-hop headers never cross the gateway (RFC 9110 7.6.1).
-var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+// Headers a model server needs to see (canonical names); everything else
+// stays at the edge, and so do these when the client's Connection header
+// names them.
+var forwardRequestHeaders = []string{"Content-Type", "Accept", "X-Request-Id"}
 
 // maxJobAnswer bounds a job answer read into memory to rewrite its URLs.
 const maxJobAnswer = 1 << 20
-
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, path string, rewriteJobs bool) {
 	start := time.Now()
@@ -42,13 +39,24 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	}
 	var body io.Reader = http.NoBody
 	var in *eofReader
-	if r.Body != nil && r.ContentLength != 0 {
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+			// Model servers read the body as JSON and decode no content
+			// coding; passing the header would not make them, and
+			// dropping it would hand them compressed bytes as JSON.
+			g.refuse(w, st, http.StatusUnsupportedMediaType, statusUnsupported,
+				fmt.Sprintf("request bodies with Content-Encoding %q are not supported; send the body uncompressed", ce))
+			return
+		}
 		// Streams through: the limit is enforced while reading, so an
-		// undeclared length is cut at the limit instead of buffered.
-		in = &eofReader{r: http.MaxBytesReader(w, r.Body, g.cfg.MaxBody)}
+		// undeclared length is cut at the limit instead of buffered. The
+		// body must arrive within the edge's BodyTimeout; the deadline is
+		// lifted at its end, before the model works.
+		g.cfg.Edge.BodyDeadline(w)
+		in = &eofReader{r: http.MaxBytesReader(w, r.Body, g.cfg.MaxBody), done: func() { httpx.LiftReadDeadline(w) }}
 		body = in
 	}
-	resp, err := g.roundTrip(r, u, st, path, body, in)
+	resp, err := g.roundTrip(r, u, path, body, st)
 	var be *buildError
 	if errors.As(err, &be) {
 		writeEnvelope(w, http.StatusBadGateway, statusServerError, "cannot build the upstream request: "+be.err.Error(), "")
@@ -57,61 +65,42 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	}
 	if err != nil {
 		in.abandon(w)
-		g.upstreamError(w, r, u, err)
+		g.upstreamError(w, r, u, in, err)
 		return
 	}
 	defer resp.Body.Close()
 
 	h := w.Header()
-	for k, v := range resp.Header {
-		h[k] = v
-	}
-	for _, k := range hopByHop {
-		delete(h, k)
-	}
+	httpx.CopyResponseHeader(h, resp.Header)
 	in.abandon(w)
 	h["X-Mortred-Model"] = []string{u.ID}
 	if rewriteJobs {
+		g.cfg.Edge.WriteDeadline(w)
 		g.writeJobAnswer(w, r, u, resp)
 	} else {
-		w.WriteHeader(resp.StatusCode)
 		var flush func() error
 		if needsFlush(resp) {
+			// A stream: no write deadline (the model server's deadline
+			// ends it). A failed flush shows in the next write.
 			rc := http.NewResponseController(w)
-			// A failed flush shows in the next write.
 			flush = func() error { _ = rc.Flush(); return nil }
+		} else {
+			g.cfg.Edge.WriteDeadline(w)
 		}
-		if err := copyBody(w, resp.Body, flush); err != nil {
-			g.abortMidResponse(r, u, err)
+		w.WriteHeader(resp.StatusCode)
+		if readErr, writeErr := httpx.Relay(w, flush, resp.Body, nil, nil); writeErr != nil {
+			g.abortMidResponse(r, u, fmt.Errorf("%w: %w", errClientWrite, writeErr))
+		} else if readErr != nil {
+			g.abortMidResponse(r, u, readErr)
 		}
 	}
 	st.request(resp.StatusCode)
 	st.observe(time.Since(start).Seconds())
 }
 
-// roundTrip sends the model server's request. A body of declared length
-// (none, or Content-Length) goes through the in-goroutine HTTP/1.1 client,
-// about 10 µs of CPU a request less than the Transport; a chunked body
-// goes through the Transport. Errors read as http.Client reports them,
-// for the same log and 502 text.
-func (g *Gateway) roundTrip(r *http.Request, u *Upstream, st *upstreamState, path string, body io.Reader, in *eofReader) (*http.Response, error) {
-	if g.h1 != nil && r.ContentLength >= 0 {
-		target, err := upstreamURL(r, u.Addr, path)
-		if err != nil {
-			return nil, &buildError{err}
-		}
-		if g.h1.Handles(target) {
-			req := &h1client.Request{Method: r.Method, Target: target, Header: upstreamHeader(r, st)}
-			if in != nil {
-				req.BodyReader, req.ContentLength = in, r.ContentLength
-			}
-			resp, err := g.h1.RoundTrip(r.Context(), req)
-			if err != nil {
-				return nil, &url.Error{Op: urlErrorOp(r.Method), URL: target.String(), Err: err}
-			}
-			return resp, nil
-		}
-	}
+// roundTrip sends the model server's request through the Transport.
+// Errors read as http.Client reports them, for the same log and 502 text.
+func (g *Gateway) roundTrip(r *http.Request, u *Upstream, path string, body io.Reader, st *upstreamState) (*http.Response, error) {
 	out, err := upstreamRequest(r, u.Addr, path, body)
 	if err != nil {
 		return nil, &buildError{err}
@@ -125,6 +114,13 @@ func (g *Gateway) roundTrip(r *http.Request, u *Upstream, st *upstreamState, pat
 	return resp, nil
 }
 
+// refuse answers a request the gateway itself turns away.
+func (g *Gateway) refuse(w http.ResponseWriter, st *upstreamState, code int, es envelope.Status, msg string) {
+	g.cfg.Edge.WriteDeadline(w)
+	writeEnvelope(w, code, es, msg, "")
+	st.request(code)
+}
+
 // buildError is a model server request that could not be built (a path
 // that is no URL), as against one that failed on the way.
 type buildError struct{ err error }
@@ -135,12 +131,7 @@ func (e *buildError) Error() string { return e.err.Error() }
 // forwarded headers, the model's own Authorization, X-Forwarded-For.
 func upstreamHeader(r *http.Request, st *upstreamState) http.Header {
 	h := make(http.Header, len(forwardRequestHeaders)+2)
-	for _, k := range forwardRequestHeaders {
-		// Values, not the map: "X-Request-ID" is not canonical.
-		if v := r.Header.Values(k); len(v) > 0 {
-			h[k] = v
-		}
-	}
+	httpx.ForwardHeader(h, r.Header, forwardRequestHeaders)
 	if st.auth != nil {
 		h["Authorization"] = st.auth
 	}
@@ -148,20 +139,6 @@ func upstreamHeader(r *http.Request, st *upstreamState) http.Header {
 		h["X-Forwarded-For"] = []string{xff}
 	}
 	return h
-}
-
-// upstreamURL is the model server's URL, http://addr+path with the
-// client's query, built as upstreamRequest builds it.
-func upstreamURL(r *http.Request, addr, path string) (*url.URL, error) {
-	if !plainPath(path) {
-		u, err := url.Parse("http://" + addr + path)
-		if err != nil {
-			return nil, err
-		}
-		u.RawQuery = r.URL.RawQuery
-		return u, nil
-	}
-	return &url.URL{Scheme: "http", Host: addr, Path: path, RawQuery: r.URL.RawQuery}, nil
 }
 
 // upstreamRequest builds the model server's request on http://addr+path
@@ -248,46 +225,21 @@ func forwardedFor(r *http.Request) string {
 	return prior + ", " + host
 }
 
-// copyBody streams src to w through one pooled buffer, calling flush
-// (when not nil) after each chunk; either way a slow client blocks the
-// write, which slows the upstream read instead of growing memory. A
-// failed write or flush is errClientWrite.
-func copyBody(w io.Writer, src io.Reader, flush func() error) error {
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	buf := *bp
-	for {
-		n, rerr := src.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return fmt.Errorf("%w: %w", errClientWrite, werr)
-			}
-			if flush != nil {
-				if ferr := flush(); ferr != nil {
-					return fmt.Errorf("%w: %w", errClientWrite, ferr)
-				}
-			}
-		}
-		if rerr == io.EOF {
-			return nil
-		}
-		if rerr != nil {
-			return rerr
-		}
-	}
-}
-
 // errClientWrite marks a copy that failed writing to the client.
 var errClientWrite = errors.New("writing to the client failed")
 
 // upstreamError classifies a failure before any response byte was sent.
-func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, u *Upstream, err error) {
+func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, u *Upstream, in *eofReader, err error) {
+	g.cfg.Edge.WriteDeadline(w)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case r.Context().Err() != nil:
-		// The client hung up: not the model's fault and not a 502.
+		// The client hung up: not the model's fault and not a 502. Nothing
+		// was served; returning without a write would make net/http
+		// answer 200 with an empty body (to a client that half-closed
+		// but still reads), so the connection is cut instead.
 		g.metrics.clientClosed.WithLabelValues(u.ID).Inc()
-		return
+		panic(http.ErrAbortHandler)
 	case errors.As(err, &tooLarge):
 		writeEnvelope(w, http.StatusRequestEntityTooLarge, statusTooLarge,
 			fmt.Sprintf("request body is over the gateway's limit of %d bytes", tooLarge.Limit), "")
@@ -298,6 +250,11 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, u *Upstr
 			fmt.Sprintf("model %s is not running or still loading (connection refused at %s); start it with `mortredctl start %s` or retry shortly", u.ID, u.Addr, u.ID), "")
 		g.metrics.upstreamErrors.WithLabelValues(u.ID, "refused").Inc()
 		g.metrics.request(u.ID, http.StatusServiceUnavailable)
+	case isTimeout(err) && !bodyDone(in):
+		w.Header().Set("Connection", "close")
+		writeEnvelope(w, http.StatusRequestTimeout, statusInvalid,
+			fmt.Sprintf("the request body was not received within %s ([gateway] body_timeout_ms); send it faster", g.cfg.Edge.BodyTimeout), "")
+		g.metrics.request(u.ID, http.StatusRequestTimeout)
 	default:
 		g.log.Warn("gateway_upstream_failed", "model", u.ID, "addr", u.Addr, "err", err)
 		writeEnvelope(w, http.StatusBadGateway, statusServerError,
@@ -342,14 +299,16 @@ func (g *Gateway) writeJobAnswer(w http.ResponseWriter, r *http.Request, u *Upst
 }
 
 func (g *Gateway) abortOrFail(w http.ResponseWriter, r *http.Request, u *Upstream, err error) {
-	if r.Context().Err() != nil {
-		g.metrics.clientClosed.WithLabelValues(u.ID).Inc()
-		return
-	}
 	for k := range w.Header() {
 		w.Header().Del(k)
 	}
-	g.upstreamError(w, r, u, err)
+	g.upstreamError(w, r, u, nil, err)
+}
+
+// isTimeout reports whether err is an expired deadline.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // rewriteJobURLs prefixes poll_url and result_url in a JSON object; anything
@@ -391,8 +350,10 @@ func trimErr(err error) string {
 // eofReader notes when the client's body has been read to its end. It is
 // read by the transport's goroutine and checked by the handler's.
 type eofReader struct {
-	r   io.Reader
-	eof atomic.Bool
+	r io.Reader
+	// done runs at the body's end (it lifts the body's read deadline).
+	done func()
+	eof  atomic.Bool
 	// mu is held by Read, so abandon can wait out a read in progress.
 	mu        sync.Mutex
 	abandoned bool
@@ -405,11 +366,15 @@ func (e *eofReader) Read(p []byte) (int, error) {
 		return 0, errBodyAbandoned
 	}
 	n, err := e.r.Read(p)
-	if err == io.EOF {
-		e.eof.Store(true)
+	if err == io.EOF && !e.eof.Swap(true) && e.done != nil {
+		e.done()
 	}
 	return n, err
 }
+
+// bodyDone reports whether the client's body was read to its end (true
+// when there was none).
+func bodyDone(e *eofReader) bool { return e == nil || e.eof.Load() }
 
 var errBodyAbandoned = errors.New("the model server answered before the request body ended")
 

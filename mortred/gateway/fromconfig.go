@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/internal/httpx"
 	"github.com/fe64bb06/frontdoor/mortred/config"
 )
 
@@ -22,8 +23,6 @@ type Setup struct {
 	Config Config
 	// Addr is the listen address after MORTRED_LISTEN_HOST/PORT overrides.
 	Addr string
-	// MaxConnections bounds open client connections.
-	MaxConnections int
 }
 
 // FromConfig builds the gateway's setup and applies the fail-closed rules:
@@ -42,6 +41,15 @@ func FromConfig(cp *config.ControlPlane, cat *config.Catalog, env envconf.Env) (
 		MaxBody:               int64(g.RequestSizeLimitMB) << 20,
 		DialTimeout:           g.UpstreamConnectTimeout(),
 		ResponseHeaderTimeout: g.UpstreamResponseTimeout(),
+		IdleConnTimeout:       g.UpstreamIdleTimeout(),
+		Edge: httpx.Limits{
+			ReadHeaderTimeout: g.ReadHeaderTimeout(),
+			BodyTimeout:       g.BodyTimeout(),
+			IdleTimeout:       g.IdleTimeout(),
+			WriteTimeout:      g.WriteTimeout(),
+			MaxHeaderBytes:    g.MaxHeaderBytes,
+			MaxConns:          g.MaxConnections,
+		},
 	}
 	// A model server takes MORTRED_AUTH_TOKEN over its file's auth_token;
 	// the gateway resolves the model's token the same way.
@@ -56,7 +64,7 @@ func FromConfig(cp *config.ControlPlane, cat *config.Catalog, env envconf.Env) (
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	return &Setup{Config: cfg, Addr: net.JoinHostPort(host, strconv.Itoa(port)), MaxConnections: g.MaxConnections}, nil
+	return &Setup{Config: cfg, Addr: net.JoinHostPort(host, strconv.Itoa(port))}, nil
 }
 
 // upstreamAddr is where the gateway reaches a model: its own listen host,

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fe64bb06/frontdoor/internal/h1client"
+	"github.com/fe64bb06/frontdoor/internal/httpx"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -51,10 +51,22 @@ type Config struct {
 	// MaxConnsPerModel bounds open connections to one model server; 0 means
 	// no limit.
 	MaxConnsPerModel int
+	// IdleConnTimeout drops a pooled model-server connection idle this
+	// long; 0 means 90 s (below the model servers' 120 s keep-alive).
+	IdleConnTimeout time.Duration
+	// Edge is the public listener's limits (zero fields: the httpx
+	// defaults). The gateway applies BodyTimeout while a body streams in
+	// and WriteTimeout to answers that are not streams.
+	Edge httpx.Limits
 }
 
 // DefaultMaxBody is the request size limit when Config.MaxBody is 0.
 const DefaultMaxBody = 64 << 20
+
+// DefaultIdleConnTimeout is Config.IdleConnTimeout's default: below the
+// model servers' own 120 s keep-alive, so the gateway drops an idle
+// connection before the model server does.
+const DefaultIdleConnTimeout = 90 * time.Second
 
 // Validate applies defaults and refuses a configuration that would start
 // open: no inference token, no metrics token, the same value for both,
@@ -78,6 +90,10 @@ func (c *Config) Validate() error {
 	if c.ResponseHeaderTimeout <= 0 {
 		c.ResponseHeaderTimeout = 10 * time.Minute
 	}
+	if c.IdleConnTimeout <= 0 {
+		c.IdleConnTimeout = DefaultIdleConnTimeout
+	}
+	c.Edge = c.Edge.WithDefaults()
 	ids, uris := map[string]bool{}, map[string]bool{}
 	for _, u := range c.Upstreams {
 		switch {
@@ -104,9 +120,6 @@ type Gateway struct {
 	byID      map[string]*Upstream
 	byURI     map[string]*Upstream
 	transport *http.Transport
-	// h1 sends requests of declared body length when no per-model
-	// connection cap is set (it keeps none).
-	h1 *h1client.Client
 	// up holds what forward derives from an Upstream once instead of per
 	// request: the Authorization value and the metric children.
 	up      map[*Upstream]*upstreamState
@@ -140,15 +153,13 @@ func New(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Gateway, e
 	// model server's redirect is an answer to pass through, never to
 	// follow, and the Client's redirect and cookie machinery is per-request
 	// cost for nothing.
-	g.transport = newTransport(cfg)
-	if cfg.MaxConnsPerModel <= 0 {
-		g.h1 = h1client.New(h1client.Options{
-			DialTimeout:           cfg.DialTimeout,
-			IdleTimeout:           idleConnTimeout,
-			MaxIdlePerHost:        maxIdleConnsPerHost,
-			ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
-		})
-	}
+	g.transport = httpx.NewTransport(httpx.TransportConfig{
+		DialTimeout:           cfg.DialTimeout,
+		IdleConnTimeout:       cfg.IdleConnTimeout,
+		MaxIdleConnsPerHost:   maxIdleConnsPerHost,
+		MaxConnsPerHost:       cfg.MaxConnsPerModel,
+		ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
+	})
 	g.up = make(map[*Upstream]*upstreamState, len(cfg.Upstreams))
 	for _, u := range g.byID {
 		g.up[u] = newUpstreamState(u, g.metrics)
@@ -157,33 +168,12 @@ func New(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Gateway, e
 	return g, nil
 }
 
-// Upstream connection pool settings, the same for both clients.
-const (
-	idleConnTimeout     = 30 * time.Second
-	maxIdleConnsPerHost = 256
-)
-
-func newTransport(cfg Config) *http.Transport {
-	d := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
-	return &http.Transport{
-		DialContext:           d.DialContext,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   maxIdleConnsPerHost,
-		MaxConnsPerHost:       cfg.MaxConnsPerModel,
-		IdleConnTimeout:       idleConnTimeout,
-		ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
-		DisableCompression:    true,
-		ForceAttemptHTTP2:     false,
-	}
-}
+// maxIdleConnsPerHost is generous: concurrent requests to one model each
+// hold a connection, and re-dialling after a burst is waste.
+const maxIdleConnsPerHost = 256
 
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
 
 // Close releases idle upstream connections.
-func (g *Gateway) Close() {
-	g.transport.CloseIdleConnections()
-	if g.h1 != nil {
-		g.h1.CloseIdle()
-	}
-}
+func (g *Gateway) Close() { g.transport.CloseIdleConnections() }

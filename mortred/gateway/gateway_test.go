@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fe64bb06/frontdoor/internal/h1server"
 	"github.com/fe64bb06/frontdoor/internal/logx"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
@@ -59,18 +58,22 @@ func fakeModel(t *testing.T) *httptest.Server {
 // testServer is a gateway on a loopback listener.
 type testServer struct{ URL string }
 
-// newGateway serves as the gateway binary does: the fast path in front,
-// net/http (ServeHTTP) behind it.
+// newGateway serves as the gateway binary does: net/http with the edge
+// limits (httpx), the gateway as its handler.
 func newGateway(t *testing.T, ups ...Upstream) (*testServer, *Gateway, *prometheus.Registry) {
-	return startGateway(t, true, ups...)
+	return newGatewayWith(t, Config{}, ups...)
 }
 
-// startGateway serves through the fast path or, with fast unset, through
-// net/http alone.
-func startGateway(t *testing.T, fast bool, ups ...Upstream) (*testServer, *Gateway, *prometheus.Registry) {
+// newGatewayWith takes the Config fields the test sets (Edge, MaxBody);
+// tokens and upstreams are filled in.
+func newGatewayWith(t *testing.T, cfg Config, ups ...Upstream) (*testServer, *Gateway, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	g, err := New(Config{Token: tok, MetricsToken: mtok, MaxBody: 1 << 20, Upstreams: ups}, logx.Discard(), reg)
+	cfg.Token, cfg.MetricsToken, cfg.Upstreams = tok, mtok, ups
+	if cfg.MaxBody == 0 {
+		cfg.MaxBody = 1 << 20
+	}
+	g, err := New(cfg, logx.Discard(), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,18 +81,11 @@ func startGateway(t *testing.T, fast bool, ups ...Upstream) (*testServer, *Gatew
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second}
-	var srv interface {
-		Serve(net.Listener) error
-		Close() error
-	} = hs
-	if fast {
-		srv = &h1server.Server{Handler: g.Fast(), Fallback: hs}
-	}
+	srv := g.cfg.Edge.Server(g, nil)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = srv.Serve(ln)
+		_ = srv.Serve(g.cfg.Edge.Listener(ln))
 	}()
 	t.Cleanup(func() {
 		http.DefaultClient.CloseIdleConnections()

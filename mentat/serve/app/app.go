@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/internal/httpx"
 	"github.com/fe64bb06/frontdoor/mentat/serve"
 	"github.com/fe64bb06/frontdoor/mentat/serve/mcp"
 	"github.com/fe64bb06/frontdoor/mentat/serve/proxy"
@@ -45,7 +46,7 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	routes := srv.Routes()
-	px := proxy.New(routes, proxy.Config{Timeout: cfg.ServingTimeout}, log, reg)
+	px := proxy.New(routes, proxy.Config{Timeout: cfg.ServingTimeout, Edge: cfg.Edge}, log, reg)
 	status := func() any { return serve.Status(routes.Load(), srv.Uptime()) }
 	ep, err := mcp.New(routes, mcp.Config{ToolsTTL: cfg.ToolsTTL, CallTimeout: cfg.MCPTimeout}, status, log)
 	if err != nil {
@@ -56,16 +57,16 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	scrapeClient := &http.Client{Timeout: cfg.ProbeTimeout, Transport: proxy.NewTransport()}
 	st := stats.New(routes, inflight{px.Inflight()}, scrapeClient, log)
 
-	srv.Handle("/", root(px, ui.Handler(status)))
-	// Every POST the mux would give the proxy, served without net/http;
-	// the paths below are other handlers'.
-	srv.SetFast(px.Fast("/mcp", "/v1/responses/input_tokens"))
+	// The proxy sets its own deadlines (streams); the MCP endpoint's
+	// answers may be streams; every other answer gets the edge's
+	// WriteTimeout.
+	srv.Handle("/", root(px, cfg.Edge.WriteDeadlines(ui.Handler(status)), cfg.Edge))
 	srv.Handle("/mcp", ep)
-	srv.Handle("GET /stats.json", st.Handler())
+	srv.Handle("GET /stats.json", cfg.Edge.WriteDeadlines(st.Handler()))
 	// The router owns this route: vLLM has none, and the engine's
 	// /v1/responses/{id} pattern would answer 405.
 	srv.Handle("POST /v1/responses/input_tokens", tokens.New(routes, cfg.MCPTimeout, &http.Client{Transport: proxy.NewTransport()}))
-	srv.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv.Handle("GET /metrics", cfg.Edge.WriteDeadlines(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, log: log}, nil
 }
 
@@ -89,13 +90,18 @@ func (a *App) Run(ctx context.Context) error {
 // root serves what no specific route claims: any POST goes to the proxy
 // (it routes by the body's model), GET / to the status page or document,
 // anything else is a JSON 404/405 in the proxy's error shape.
-func root(px http.Handler, page http.Handler) http.Handler {
+func root(px http.Handler, page http.Handler, edge httpx.Limits) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.Method == http.MethodPost:
 			px.ServeHTTP(w, r)
+			return
 		case (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path == "/" && page != nil:
 			page.ServeHTTP(w, r)
+			return
+		}
+		edge.WriteDeadline(w)
+		switch {
 		case r.Method == http.MethodGet || r.Method == http.MethodHead:
 			proxy.WriteError(w, &proxy.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
 				Message: "no route for GET " + r.URL.Path + "; try GET /v1/models, /status.json, /stats.json or POST with a model"})

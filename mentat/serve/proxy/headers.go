@@ -3,28 +3,16 @@ package proxy
 import (
 	"net/http"
 	"strings"
+
+	"github.com/fe64bb06/frontdoor/internal/httpx"
 )
 
 // forwarded are the only request headers an engine gets: what it needs to
 // parse the body, pick a response format, and check an API key. Everything
-// else (cookies, hop-by-hop headers, Expect, Idempotency-Key — which would
+// else (cookies, hop-by-hop headers and those the client names in Connection, Expect, Idempotency-Key — which would
 // let the Go transport re-send a POST) stays at the router. Content-Length
 // is set from the buffered body.
 var forwarded = []string{"Content-Type", "Accept", "Authorization"}
-
-// hopByHop are the RFC 9110 §7.6.1 connection-specific headers, plus the
-// legacy ones the stdlib's ReverseProxy also drops.
-var hopByHop = []string{
-	"Connection",
-	"Proxy-Connection",
-	"Keep-Alive",
-	"Proxy-Authenticate",
-	"Proxy-Authorization",
-	"Te",
-	"Trailer",
-	"Transfer-Encoding",
-	"Upgrade",
-}
 
 // userAgent is shared by every upstream request; the transport only
 // reads it.
@@ -42,50 +30,9 @@ func upstreamHeader(in http.Header) http.Header {
 // slices are shared with the client's request, which nothing modifies
 // while the upstream request is written.
 func fillUpstreamHeader(out, in http.Header) {
-	for _, k := range forwarded {
-		if v := in[k]; len(v) > 0 {
-			out[k] = v
-		}
-	}
+	httpx.ForwardHeader(out, in, forwarded)
 	// An explicit value stops the transport adding Go-http-client.
 	out["User-Agent"] = userAgent
-}
-
-// copyResponseHeader copies an upstream response header to the client's,
-// without hop-by-hop headers (including those the upstream named in
-// Connection). The values are copied into one backing array (one
-// allocation, not one per header); each key's slice is capped so an
-// append to it cannot run into the next key's values.
-func copyResponseHeader(dst, src http.Header) {
-	var named []string
-	for _, v := range src["Connection"] {
-		for _, f := range strings.Split(v, ",") {
-			if f = http.CanonicalHeaderKey(strings.TrimSpace(f)); f != "" {
-				named = append(named, f)
-			}
-		}
-	}
-	n := 0
-	for _, vv := range src {
-		n += len(vv)
-	}
-	vals := make([]string, 0, n)
-outer:
-	for k, vv := range src {
-		for _, h := range hopByHop {
-			if k == h {
-				continue outer
-			}
-		}
-		for _, h := range named {
-			if k == h {
-				continue outer
-			}
-		}
-		i := len(vals)
-		vals = append(vals, vv...)
-		dst[k] = vals[i:len(vals):len(vals)]
-	}
 }
 
 // isEventStream reports whether a Content-Type is text/event-stream.

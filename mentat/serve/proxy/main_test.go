@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
-	"github.com/fe64bb06/frontdoor/internal/h1server"
 	"github.com/fe64bb06/frontdoor/internal/logx"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 )
@@ -50,8 +49,8 @@ func newEngine(t testing.TB, h http.HandlerFunc) *engine {
 func (e *engine) base() string { return e.URL + "/v1" }
 
 // router is a proxy behind a real listener, routing by a snapshot the test
-// builds directly. It serves as the router binary does: the fast path
-// (h1server) in front, ServeHTTP behind it for what the fast path leaves.
+// builds directly. It serves as the router binary does: net/http with the
+// edge limits of cfg.Edge (httpx), the proxy as its handler.
 type router struct {
 	URL      string
 	Listener net.Listener
@@ -66,14 +65,6 @@ func newRouter(t testing.TB, cfg Config) *router { return newRouterWith(t, cfg, 
 // newRouterWith lets the test configure the router's http.Server before it
 // starts.
 func newRouterWith(t testing.TB, cfg Config, configure func(*http.Server)) *router {
-	return startRouter(t, cfg, configure, true)
-}
-
-// newPlainRouter serves through net/http alone (ServeHTTP for every
-// request), for comparing the two paths.
-func newPlainRouter(t testing.TB, cfg Config) *router { return startRouter(t, cfg, nil, false) }
-
-func startRouter(t testing.TB, cfg Config, configure func(*http.Server), fast bool) *router {
 	t.Helper()
 	rt := &router{holder: &routes.Holder{}, reg: prometheus.NewRegistry()}
 	rt.p = New(rt.holder, cfg, logx.Discard(), rt.reg)
@@ -83,17 +74,11 @@ func startRouter(t testing.TB, cfg Config, configure func(*http.Server), fast bo
 	}
 	rt.Listener = ln
 	rt.URL = "http://" + ln.Addr().String()
-	hs := &http.Server{Handler: rt.p, ReadHeaderTimeout: 10 * time.Second}
+	srv := cfg.Edge.Server(rt.p, nil)
 	if configure != nil {
-		configure(hs)
+		configure(srv)
 	}
-	var srv interface {
-		Serve(net.Listener) error
-		Close() error
-	} = hs
-	if fast {
-		srv = &h1server.Server{Handler: rt.p.Fast("/reserved"), Fallback: hs}
-	}
+	ln = cfg.Edge.Listener(ln)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

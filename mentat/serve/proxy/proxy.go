@@ -2,17 +2,14 @@
 // body, looks it up in the current route snapshot, and relays the request
 // to the engine serving it, streaming the answer back frame by frame.
 //
-// A request is sent upstream exactly once. The body is held in memory, so
-// a request none of whose bytes were written (a pooled connection found
-// dead first) may go out on another connection, but never one of which
-// any byte was written. Plain-HTTP engines are reached through the
-// proxy's own HTTP/1.1 client (upstream.go), which does the exchange in
-// the handler's goroutine; a configured Config.Transport, and https
-// engines, go through an http.RoundTripper with the same rules.
+// A request is sent upstream exactly once. The body is read once into a
+// pooled buffer (httpx.ReadBody), so a request none of whose bytes were
+// written (a pooled connection found dead first) may go out on another
+// connection, but never one of which any byte was written: that is the
+// rule of the engines' http.Transport (httpx.NewTransport).
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,7 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/fe64bb06/frontdoor/internal/h1client"
+	"github.com/fe64bb06/frontdoor/internal/httpx"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 )
 
@@ -63,6 +60,10 @@ type Config struct {
 	// Transport sends upstream requests. Nil means NewTransport(). A
 	// custom transport must not retry requests whose bytes were written.
 	Transport http.RoundTripper
+	// Edge is the listener's limits: the proxy applies BodyTimeout while
+	// it reads a body and WriteTimeout to answers that are not streams
+	// (zero fields: the httpx defaults).
+	Edge httpx.Limits
 }
 
 func (c Config) withDefaults() Config {
@@ -72,29 +73,21 @@ func (c Config) withDefaults() Config {
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
 	}
+	c.Edge = c.Edge.WithDefaults()
 	return c
 }
 
-// NewTransport returns the upstream transport the proxy uses by default:
-// plain HTTP/1.1 keep-alive to engines, no environment proxy, no
-// compression (frames pass through as the engine wrote them), idle
-// connections dropped before the engines' keep-alive expires, and no
-// timeout but the dial's (the request context carries SERVING_TIMEOUT_S).
+// NewTransport returns the engines' transport (httpx.NewTransport: no
+// environment proxy, no compression, a bounded answer head, sent once)
+// with idle connections dropped before the engines' keep-alive expires,
+// and no timeout but the dial's (the request context carries
+// SERVING_TIMEOUT_S).
 func NewTransport() *http.Transport {
-	return &http.Transport{
-		Proxy: nil,
-		DialContext: (&net.Dialer{
-			Timeout:   DialTimeout,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
-		MaxIdleConns:        0, // no total cap; per host below
-		MaxIdleConnsPerHost: MaxIdleConnsPerHost,
+	return httpx.NewTransport(httpx.TransportConfig{
+		DialTimeout:         DialTimeout,
 		IdleConnTimeout:     IdleConnTimeout,
-		DisableCompression:  true,
-		ForceAttemptHTTP2:   false,
-		ReadBufferSize:      copyBufSize,
-		WriteBufferSize:     copyBufSize,
-	}
+		MaxIdleConnsPerHost: MaxIdleConnsPerHost,
+	})
 }
 
 // Proxy routes POST requests by model. It is an http.Handler; create it
@@ -104,12 +97,8 @@ type Proxy struct {
 	cfg       Config
 	log       *slog.Logger
 	transport http.RoundTripper
-	// h1 sends to plain-HTTP engines when no Transport was configured:
-	// in the handler's goroutine, about 10 µs a request less than the
-	// Transport's.
-	h1       *h1client.Client
-	inflight *Inflight
-	m        *metrics
+	inflight  *Inflight
+	m         *metrics
 }
 
 // New returns a proxy reading routes from src. Metrics are registered on
@@ -124,12 +113,6 @@ func New(src routes.Source, cfg Config, logger *slog.Logger, reg prometheus.Regi
 		inflight: newInflight(), m: newMetrics(reg)}
 	if p.transport == nil {
 		p.transport = NewTransport()
-		p.h1 = h1client.New(h1client.Options{
-			DialTimeout:    DialTimeout,
-			IdleTimeout:    IdleConnTimeout,
-			MaxIdlePerHost: MaxIdleConnsPerHost,
-			UserAgent:      userAgent[0],
-		})
 	}
 	return p
 }
@@ -140,9 +123,6 @@ func (p *Proxy) Inflight() *Inflight { return p.inflight }
 // Close drops idle upstream connections. Requests still running are not
 // affected; the proxy stays usable.
 func (p *Proxy) Close() {
-	if p.h1 != nil {
-		p.h1.CloseIdle()
-	}
 	if c, ok := p.transport.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
@@ -152,12 +132,10 @@ func (p *Proxy) Close() {
 type exchange struct {
 	start time.Time
 	// model is the metrics label: "" until a group is known to serve it.
-	model  string
-	code   int
-	route  *routes.Route
-	target *url.URL
-	// head is the fast path's upstream request head (it has no target).
-	head    []byte
+	model   string
+	code    int
+	route   *routes.Route
+	target  *url.URL
 	timeout time.Duration
 	flight  *flight
 	// mm is the model's metrics, set with flight.
@@ -189,11 +167,15 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 		return &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_content_encoding",
 			Message: fmt.Sprintf("request bodies with Content-Encoding %q are not supported; send the body uncompressed", ce)}
 	}
-	body, err := p.readBody(r)
+	body, err := p.readBody(w, r)
 	if err != nil {
 		return err
 	}
-	f, err := extract(r.Header.Get("Content-Type"), body)
+	// The buffer goes back to its pool when both this handler and the
+	// transport (which may close the request body after RoundTrip
+	// returns) are done with it.
+	defer body.Release()
+	f, err := extract(r.Header.Get("Content-Type"), body.Bytes())
 	if err != nil {
 		return &Error{Status: http.StatusBadRequest, Code: "invalid_body", Param: "model", Message: err.Error()}
 	}
@@ -227,7 +209,7 @@ func (p *Proxy) route(x *exchange, model string) error {
 	return nil
 }
 
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte, stream bool) error {
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, body *httpx.Body, stream bool) error {
 	// The clock starts when the request goes upstream: a slow upload is
 	// not generation time.
 	sent := time.Now()
@@ -238,38 +220,37 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 	// Put the client connection's write deadline at ours: a server
 	// WriteTimeout would otherwise cut a long generation, and with none a
 	// client that stopped reading would block the copy for ever (a context
-	// cannot unblock a write). Unset on exit so a later request on this
-	// keep-alive connection starts clean. The read deadline is lifted too:
-	// net/http's HTTP/1 server does so itself once the body is read, other
-	// servers may not, and an expiring read would end the request context.
+	// cannot unblock a write). An answer that is not a stream gets
+	// WriteTimeout below. Unset on exit so a later request on this
+	// keep-alive connection starts clean.
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(deadline.Add(time.Second))
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 
-	x.flight = p.inflight.add(x.model, x.route.Group, int64(len(body)), stream, x.start)
+	x.flight = p.inflight.add(x.model, x.route.Group, int64(body.Len()), stream, x.start)
 	x.mm = p.m.model(x.model)
 	x.mm.gauge().Inc()
 
-	var resp *http.Response
-	var err error
-	if p.h1 != nil && p.h1.Handles(x.target) {
-		resp, err = p.h1.RoundTrip(ctx, &h1client.Request{Target: x.target, Header: r.Header, Keys: forwarded, Body: body})
-	} else {
-		resp, err = p.transport.RoundTrip(upstreamRequest(ctx, x.target, body, r.Header))
-	}
+	resp, err := p.transport.RoundTrip(upstreamRequest(ctx, x.target, body, r.Header))
 	if err != nil {
 		return classifyUpstream(err, r.Context(), ctx, x)
 	}
 	defer resp.Body.Close()
 
 	h := w.Header()
-	copyResponseHeader(h, resp.Header)
+	httpx.CopyResponseHeader(h, resp.Header)
 	flush := resp.ContentLength < 0
 	if isEventStream(resp.Header.Get("Content-Type")) {
 		x.flight.stream.Store(true)
 		markStream(h)
 		flush = true
+	}
+	if !flush {
+		// Not a stream: the client has WriteTimeout to take the answer
+		// (never more than SERVING_TIMEOUT_S).
+		if wd := time.Now().Add(p.cfg.Edge.WriteTimeout); wd.Before(deadline) {
+			_ = rc.SetWriteDeadline(wd)
+		}
 	}
 	w.WriteHeader(resp.StatusCode)
 	x.code, x.headersOut = resp.StatusCode, true
@@ -303,7 +284,7 @@ func (x *exchange) relay(dst io.Writer, flush func() error, src io.Reader, sent 
 		mm.firstByte().Observe(now.Sub(sent).Seconds())
 	}
 	wrote := func(n int) { fl.outBytes.Add(int64(n)) }
-	return relay(dst, flush, src, first, wrote)
+	return httpx.Relay(dst, flush, src, first, wrote)
 }
 
 // afterHeaders maps an error once the response has begun: a client write
@@ -316,36 +297,44 @@ func (p *Proxy) afterHeaders(r *http.Request, ctx context.Context, err error) er
 	return err
 }
 
-// readBody reads the whole body, refusing one over MaxBody: from
-// Content-Length before reading when declared, else at the limit.
-func (p *Proxy) readBody(r *http.Request) ([]byte, error) {
+// readBody reads the whole body into a pooled buffer, refusing one over
+// MaxBody (from Content-Length before reading when declared, else at the
+// limit) and one not sent within the edge's BodyTimeout (408). The read
+// deadline is lifted once the body is in: an expiring read deadline would
+// end the request's context while the engine works.
+func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*httpx.Body, error) {
 	limit := p.cfg.MaxBody
 	if r.ContentLength > limit {
 		return nil, tooLarge(r.ContentLength, limit)
 	}
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-		return nil, nil
+	declared := r.ContentLength
+	if r.Body == nil || r.Body == http.NoBody {
+		declared = 0
 	}
-	want, hint := limit+1, int64(512)
-	if r.ContentLength > 0 {
-		want = r.ContentLength
-		// A declared length is a promise, not bytes: pre-size only up to
-		// 1 MiB so a client cannot make the router allocate 128 MiB by
-		// sending a header.
-		hint = min(r.ContentLength, 1<<20)
+	if declared != 0 {
+		p.cfg.Edge.BodyDeadline(w)
+		defer httpx.LiftReadDeadline(w)
 	}
-	body, err := readAll(io.LimitReader(r.Body, want), hint)
-	if err != nil {
-		if r.Context().Err() != nil {
-			return nil, errClientGone
-		}
-		return nil, &Error{Status: http.StatusBadRequest, Code: "unreadable_body",
-			Message: fmt.Sprintf("could not read the request body: %v; send the whole body (Content-Length must match)", err), Cause: err}
-	}
-	if int64(len(body)) > limit {
+	body, err := httpx.ReadBody(r.Body, declared, limit)
+	switch {
+	case err == nil:
+		return body, nil
+	case errors.Is(err, httpx.ErrTooLarge):
 		return nil, tooLarge(-1, limit)
+	case isTimeout(err):
+		return nil, &Error{Status: http.StatusRequestTimeout, Code: "body_timeout",
+			Message: fmt.Sprintf("the request body was not received within %s (SERVE_BODY_TIMEOUT_S); send it faster or raise the limit", p.cfg.Edge.BodyTimeout), Cause: err}
+	case r.Context().Err() != nil:
+		return nil, errClientGone
 	}
-	return body, nil
+	return nil, &Error{Status: http.StatusBadRequest, Code: "unreadable_body",
+		Message: fmt.Sprintf("could not read the request body: %v; send the whole body (Content-Length must match)", err), Cause: err}
+}
+
+// isTimeout reports whether err is an expired deadline.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func tooLarge(declared, limit int64) error {
@@ -363,30 +352,16 @@ func mib(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// readAll is io.ReadAll with an initial capacity.
-func readAll(r io.Reader, hint int64) ([]byte, error) {
-	b := make([]byte, 0, hint+1)
-	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-	}
-}
-
 // fail is the one place a failed request is answered and logged.
 func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, x *exchange, err error) {
 	if errors.Is(err, errClientGone) {
 		x.code = StatusClientClosed
 		p.log.Debug("proxy_client_gone", "model", x.model, "path", r.URL.Path, "elapsed", time.Since(x.start))
-		return
+		// Nothing was served. Returning without a write would make
+		// net/http answer 200 with an empty body, success for work that
+		// was not done (to a client that half-closed but still reads):
+		// cut the connection instead.
+		panic(http.ErrAbortHandler)
 	}
 	e := asError(err)
 	p.logFailure(x, r.URL.Path, e)
@@ -396,11 +371,13 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, x *exchange, err er
 		// for a complete one.
 		panic(http.ErrAbortHandler)
 	}
-	if e.Status == http.StatusRequestEntityTooLarge {
+	switch e.Status {
+	case http.StatusRequestEntityTooLarge, http.StatusRequestTimeout:
 		// The rest of the body was not read; the connection cannot carry
 		// another request.
 		w.Header().Set("Connection", "close")
 	}
+	p.cfg.Edge.WriteDeadline(w)
 	WriteError(w, e)
 }
 
@@ -436,12 +413,7 @@ func (p *Proxy) logFailure(x *exchange, path string, e *Error) {
 }
 
 // upstream is the request's upstream URL for logs and messages.
-func (x *exchange) upstream() string {
-	if x.target != nil {
-		return x.target.Redacted()
-	}
-	return "http://" + x.route.Base.Host + upstreamURI(x.head)
-}
+func (x *exchange) upstream() string { return x.target.Redacted() }
 
 // finish records the outcome; it runs however the handler ends.
 func (p *Proxy) finish(r *http.Request, x *exchange) {
@@ -470,33 +442,22 @@ func (p *Proxy) record(x *exchange) {
 }
 
 // upstreamRequest builds the engine's request on the resolved URL
-// directly, instead of printing it and parsing it back. Its body is
-// rewindable (GetBody), so the transport can resend a request it never
-// wrote on a stale pooled connection.
-func upstreamRequest(ctx context.Context, target *url.URL, body []byte, in http.Header) *http.Request {
+// directly, instead of printing it and parsing it back. Its body is the
+// client's bytes as read, rewindable (GetBody), so the transport can
+// resend a request it never wrote on a stale pooled connection.
+func upstreamRequest(ctx context.Context, target *url.URL, body *httpx.Body, in http.Header) *http.Request {
 	// An empty URL always parses; NewRequestWithContext is the only way to
 	// attach ctx without copying the request.
 	up, _ := http.NewRequestWithContext(ctx, http.MethodPost, "", nil)
 	up.URL = target
 	up.Host = strings.TrimSuffix(target.Host, ":")
 	fillUpstreamHeader(up.Header, in)
-	if len(body) > 0 {
-		up.Body = newBodyReader(body)
-		up.ContentLength = int64(len(body))
-		up.GetBody = func() (io.ReadCloser, error) { return newBodyReader(body), nil }
+	if body.Len() > 0 {
+		up.Body = body.Reader()
+		up.ContentLength = int64(body.Len())
+		up.GetBody = func() (io.ReadCloser, error) { return body.Reader(), nil }
 	}
 	return up
 }
-
-// bodyReader is a request body over bytes already in memory.
-type bodyReader struct{ bytes.Reader }
-
-func newBodyReader(b []byte) *bodyReader {
-	r := &bodyReader{}
-	r.Reset(b)
-	return r
-}
-
-func (*bodyReader) Close() error { return nil }
 
 var _ http.Handler = (*Proxy)(nil)

@@ -50,7 +50,7 @@ func TestUpstreamRequestOnTheWire(t *testing.T) {
 	})
 	rt := newRouter(t, Config{})
 	rt.publish(t, map[string]string{"m": rawBase(eng)}, nil)
-	body := `{"model":"m","prompt":"` + strings.Repeat("x", 64<<10) + `"}` // over h1client's inline size: writev
+	body := `{"model":"m","prompt":"` + strings.Repeat("x", 64<<10) + `"}` // over one transport write buffer
 	for _, b := range []string{`{"model":"m"}`, body} {
 		req, _ := http.NewRequest(http.MethodPost, rt.URL+"/v1/chat/completions?a=1&b=%2F", strings.NewReader(b))
 		req.Header.Set("Content-Type", jsonCT)

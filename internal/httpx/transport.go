@@ -1,0 +1,67 @@
+package httpx
+
+import (
+	"net"
+	"net/http"
+	"time"
+)
+
+// MaxResponseHeaderBytes bounds an upstream answer's head. An engine or
+// model server answering with a larger one gets 502: the Transport stops
+// reading at this size instead of buffering the head.
+const MaxResponseHeaderBytes = 64 << 10
+
+// CopyBufSize is the buffer an answer streams through (Relay), also the
+// Transport's read and write buffer sizes.
+const CopyBufSize = 32 << 10
+
+// TransportConfig is one kind of upstream (engines; model servers).
+type TransportConfig struct {
+	// DialTimeout bounds connecting (never the answer).
+	DialTimeout time.Duration
+	// IdleConnTimeout drops a pooled connection idle this long. It must be
+	// below the upstream's own keep-alive, so the proxy closes an idle
+	// connection before the upstream does and never sends a request into
+	// one being closed.
+	IdleConnTimeout time.Duration
+	// MaxIdleConnsPerHost is how many idle connections to keep per
+	// upstream.
+	MaxIdleConnsPerHost int
+	// MaxConnsPerHost caps connections per upstream; 0 means none.
+	MaxConnsPerHost int
+	// ResponseHeaderTimeout bounds the wait for an answer's head once the
+	// request is written; 0 means none (the request context bounds it).
+	ResponseHeaderTimeout time.Duration
+}
+
+// NewTransport returns the Transport for one kind of upstream: plain
+// HTTP/1.1 keep-alive, no environment proxy, no compression (answers pass
+// byte for byte as the upstream wrote them, Content-Encoding included),
+// and an answer head of at most MaxResponseHeaderBytes.
+//
+// Sent once: the Transport re-sends a request on a fresh connection only
+// when none of its bytes were written (a pooled connection found closed
+// first), and only when the body can be rewound (GetBody). A request of
+// which any byte went out is never re-sent, whatever the error: POST is
+// not idempotent, and the callers forward no Idempotency-Key (which would
+// make it so for net/http). A retry would re-send work the upstream may
+// already be doing.
+func NewTransport(c TransportConfig) *http.Transport {
+	return &http.Transport{
+		Proxy: nil,
+		DialContext: (&net.Dialer{
+			Timeout:   c.DialTimeout,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		MaxIdleConns:           0, // no total cap; per host below
+		MaxIdleConnsPerHost:    c.MaxIdleConnsPerHost,
+		MaxConnsPerHost:        c.MaxConnsPerHost,
+		IdleConnTimeout:        c.IdleConnTimeout,
+		ResponseHeaderTimeout:  c.ResponseHeaderTimeout,
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
+		DisableCompression:     true,
+		ForceAttemptHTTP2:      false,
+		ReadBufferSize:         CopyBufSize,
+		WriteBufferSize:        CopyBufSize,
+	}
+}
