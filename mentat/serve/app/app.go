@@ -14,8 +14,10 @@ import (
 	"github.com/fe64bb06/frontdoor/internal/envconf"
 	"github.com/fe64bb06/frontdoor/internal/httpx"
 	"github.com/fe64bb06/frontdoor/mentat/serve"
+	"github.com/fe64bb06/frontdoor/mentat/serve/balance"
 	"github.com/fe64bb06/frontdoor/mentat/serve/mcp"
 	"github.com/fe64bb06/frontdoor/mentat/serve/proxy"
+	rroutes "github.com/fe64bb06/frontdoor/mentat/serve/routes"
 	"github.com/fe64bb06/frontdoor/mentat/serve/stats"
 	"github.com/fe64bb06/frontdoor/mentat/serve/tokens"
 	"github.com/fe64bb06/frontdoor/mentat/serve/ui"
@@ -30,7 +32,10 @@ type App struct {
 	Proxy  *proxy.Proxy
 	MCP    *mcp.Endpoint
 	Stats  *stats.Stats
-	log    *slog.Logger
+	// Balancer orders each model's replicas (ROUTING_POLICY); Run keeps
+	// its engine loads fresh.
+	Balancer *balance.Balancer
+	log      *slog.Logger
 }
 
 // New builds the router from cfg. Nothing listens until Run (or
@@ -46,8 +51,11 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	routes := srv.Routes()
-	px := proxy.New(routes, proxy.Config{Timeout: cfg.ServingTimeout, Edge: cfg.Edge}, log, reg)
-	status := func() any { return serve.Status(routes.Load(), srv.Uptime()) }
+	bal := balance.New(cfg.Routing, reg)
+	px := proxy.New(routes, proxy.Config{Timeout: cfg.ServingTimeout, Edge: cfg.Edge, Balancer: bal}, log, reg)
+	state := func(rt *rroutes.Route) string { return bal.Info(rt).State }
+	srv.SetReplicaState(state)
+	status := func() any { return serve.Status(routes.Load(), srv.Uptime(), state) }
 	ep, err := mcp.New(routes, mcp.Config{ToolsTTL: cfg.ToolsTTL, CallTimeout: cfg.MCPTimeout}, status, log)
 	if err != nil {
 		return nil, err
@@ -56,6 +64,7 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	// scrapes cached, and a wedged engine must not hold a page load.
 	scrapeClient := &http.Client{Timeout: cfg.ProbeTimeout, Transport: proxy.NewTransport()}
 	st := stats.New(routes, inflight{px.Inflight()}, scrapeClient, log)
+	st.SetRouting(routing{bal})
 
 	// The proxy sets its own deadlines (streams); the MCP endpoint's
 	// answers may be streams; every other answer gets the edge's
@@ -67,7 +76,7 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	// /v1/responses/{id} pattern would answer 405.
 	srv.Handle("POST /v1/responses/input_tokens", tokens.New(routes, cfg.MCPTimeout, &http.Client{Transport: proxy.NewTransport()}))
 	srv.Handle("GET /metrics", cfg.Edge.WriteDeadlines(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, log: log}, nil
+	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, Balancer: bal, log: log}, nil
 }
 
 // Run serves until ctx ends, then stops the background work and returns.
@@ -79,9 +88,15 @@ func (a *App) Run(ctx context.Context) error {
 		defer close(mcpDone)
 		a.MCP.Run(ctx)
 	}()
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		a.Balancer.Watch(ctx, a.Server.Routes(), engineLoad(a.Stats))
+	}()
 	err := a.Server.Run(ctx)
 	cancel()
 	<-mcpDone
+	<-loadDone
 	a.MCP.Close()
 	a.Proxy.Close()
 	return err
@@ -126,7 +141,7 @@ func (f inflight) Requests() []stats.Request {
 	return out
 }
 
-func (f inflight) Proxied(model string) int { return f.in.Counts()[model] }
+func (f inflight) Proxied(model, group string) int { return f.in.Count(model, group) }
 
 // Main runs the router from the process environment until SIGINT or
 // SIGTERM and returns the exit code: 0 on a clean stop, 1 when the

@@ -338,7 +338,7 @@ func (b *Balancer) Observe(group string, l EngineLoad) {
 	b.replica(group).load.Store(&l)
 }
 
-// ReplicaInfo is one replica's routing state (/status.json).
+// ReplicaInfo is one replica's routing state (/status.json, /stats.json).
 type ReplicaInfo struct {
 	// State is "ready", "stale" (no fresh engine numbers: counted busy)
 	// or "refused" (refused a connection since its last good probe).
@@ -346,11 +346,14 @@ type ReplicaInfo struct {
 	Inflight int64
 	// Load is the load the policies compare.
 	Load float64
+	// Decisions counts the requests for rt.Model sent to rt, by reason.
+	Decisions map[string]float64
 }
 
 // Info returns rt's routing state.
 func (b *Balancer) Info(rt *routes.Route) ReplicaInfo {
 	st := b.replica(rt.Group)
 	rank, load := b.score(st, rt, b.now())
-	return ReplicaInfo{State: [...]string{"ready", "stale", "refused"}[rank], Inflight: st.inflight.Load(), Load: load}
+	return ReplicaInfo{State: [...]string{"ready", "stale", "refused"}[rank], Inflight: st.inflight.Load(), Load: load,
+		Decisions: b.m.counts(rt.Model, rt.Group)}
 }

@@ -1,7 +1,10 @@
 package balance
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/fe64bb06/frontdoor/internal/promreg"
 )
@@ -9,6 +12,9 @@ import (
 // metrics are the routing metrics. Label values are admitted model and
 // group names only, so the series are bounded like the cluster.
 type metrics struct {
+	// counted caches the decision counters by decisionKey, for the hot
+	// path and for Decisions.
+	counted   sync.Map
 	decisions *prometheus.CounterVec
 	refusals  *prometheus.CounterVec
 	blocks    *prometheus.CounterVec
@@ -43,8 +49,33 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
+type decisionKey struct {
+	model, replica string
+	reason         Reason
+}
+
 func (m *metrics) decision(model, replica string, r Reason) {
-	m.decisions.WithLabelValues(model, replica, string(r)).Inc()
+	k := decisionKey{model, replica, r}
+	c, ok := m.counted.Load(k)
+	if !ok {
+		c, _ = m.counted.LoadOrStore(k, m.decisions.WithLabelValues(model, replica, string(r)))
+	}
+	c.(prometheus.Counter).Inc()
+}
+
+// counts returns the decisions for model on replica by reason.
+func (m *metrics) counts(model, replica string) map[string]float64 {
+	out := map[string]float64{}
+	m.counted.Range(func(k, v any) bool {
+		if dk := k.(decisionKey); dk.model == model && dk.replica == replica {
+			var d dto.Metric
+			if v.(prometheus.Counter).Write(&d) == nil {
+				out[string(dk.reason)] = d.GetCounter().GetValue()
+			}
+		}
+		return true
+	})
+	return out
 }
 
 func (m *metrics) refusal(model, replica string) {
