@@ -7,7 +7,7 @@
 #   BENCH_DURATION      duration of each measurement (default 5s; wrk takes whole seconds)
 #   BENCH_ROUNDS        repetitions of each router/gateway measurement, paths interleaved (default 2)
 #   BENCH_ONLY          comma-separated sections (default: all):
-#                       router,streams,scale,ppocr,gateway,mortredserver
+#                       router,streams,scale,enginesim,ppocr,gateway,mortredserver
 #   BENCH_IDLE_STREAMS  idle SSE streams held through the router (default 10000)
 #   BENCH_OUT           report file (default docs/benchmarks.md)
 #   BENCH_BIN           directory of the built binaries (default bin/)

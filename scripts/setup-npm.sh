@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Installs the pinned npm tools the tests use into .deps/node (Node 22 for the
+# Installs the pinned npm tools the tests use into .deps/node (Node 22 for the OpenAI clients and the
 # MCP conformance suite and Inspector). Quick when done.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir="$root/.deps/node"
-stamp="$dir/.installed-v2"
+stamp="$dir/.installed-v3"
 [ -f "$stamp" ] && exit 0
 mkdir -p "$dir"
 cp "$root/scripts/npm-tools.json" "$dir/package.json"

@@ -88,8 +88,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg = cfg.withDefaults()
 	cl, err := cluster.Start(ctx, cluster.Opts{BinDir: cfg.BinDir, LogDir: cfg.WorkDir, CPUs: cfg.ServerCPUs,
 		Engines: []cluster.Engine{
-			{Group: "fast", Model: fastModel, Flags: []string{"--ttft", "0", "--itl", "0", "--jitter", "0", "--max-num-seqs", "1024"}},
-			{Group: "stream", Model: streamModel, Flags: []string{"--ttft", streamTTFT.String(), "--itl", streamITL.String(), "--jitter", "0", "--max-num-seqs", "1024"}},
+			{Group: "fast", Model: fastModel, Flags: []string{"--ttft", "0", "--itl", "0", "--jitter", "0", "--prefill-per-token", "0", "--decode-knee", "0", "--max-num-seqs", "1024"}},
+			{Group: "stream", Model: streamModel, Flags: []string{"--ttft", streamTTFT.String(), "--itl", streamITL.String(), "--jitter", "0", "--prefill-per-token", "0", "--decode-knee", "0", "--max-num-seqs", "1024"}},
 		}})
 	if err != nil {
 		return Result{}, fmt.Errorf("cluster: %w", err)
@@ -170,8 +170,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 	var res Result
 	var b strings.Builder
-	fmt.Fprintf(&b, "Engines: enginesim group `fast` (`--ttft 0 --itl 0 --jitter 0`, answers at once) and group `stream` "+
-		"(`--ttft %s --itl %s --jitter 0`, %d tokens), each started by a `mentatd agent` registered with one `mentatd daemon`; "+
+	fmt.Fprintf(&b, "Engines: enginesim group `fast` (`--ttft 0 --itl 0 --jitter 0 --prefill-per-token 0 --decode-knee 0`, answers at once) and group `stream` "+
+		"(`--ttft %s --itl %s --jitter 0 --prefill-per-token 0 --decode-knee 0`, %d tokens), each started by a `mentatd agent` registered with one `mentatd daemon`; "+
 		"the router finds them through the daemon (`%s`). Nginx 1 worker, `proxy_pass` to an `upstream` block with `keepalive 256`, "+
 		"HTTP/1.1, `proxy_buffering off` (config below). %d round(s) of %s per measurement, paths interleaved; medians shown.\n\n",
 		streamTTFT, streamITL, streamToks, strings.Join(cl.RouterEnvUsed, " "), cfg.Rounds, cfg.Duration)

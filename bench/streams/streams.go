@@ -64,7 +64,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}
 	cl, err := cluster.Start(ctx, cluster.Opts{BinDir: cfg.BinDir, LogDir: cfg.WorkDir, CPUs: cfg.ServerCPUs,
-		Engines: []cluster.Engine{{Group: "idle", Model: model, Flags: []string{"--ttft", "10ms", "--itl", "10m", "--jitter", "0",
+		Engines: []cluster.Engine{{Group: "idle", Model: model, Flags: []string{"--ttft", "10ms", "--itl", "10m", "--jitter", "0", "--prefill-per-token", "0",
 			"--max-num-seqs", strconv.Itoa(cfg.N + 100), "--max-waiting", "1000", "--shutdown-timeout", "1s"}}}})
 	if err != nil {
 		return Result{}, fmt.Errorf("cluster: %w", err)

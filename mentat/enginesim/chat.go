@@ -22,13 +22,30 @@ type chatRequest struct {
 	Seed                 *int64            `json:"seed"`
 	AddGenerationPrompt  *bool             `json:"add_generation_prompt"`
 	ContinueFinalMessage bool              `json:"continue_final_message"`
+	CacheSalt            string            `json:"cache_salt"`
 }
 
 type usageInfo struct {
-	PromptTokens        int  `json:"prompt_tokens"`
-	TotalTokens         int  `json:"total_tokens"`
-	CompletionTokens    int  `json:"completion_tokens"`
-	PromptTokensDetails *int `json:"prompt_tokens_details"`
+	PromptTokens        int            `json:"prompt_tokens"`
+	TotalTokens         int            `json:"total_tokens"`
+	CompletionTokens    int            `json:"completion_tokens"`
+	PromptTokensDetails *promptDetails `json:"prompt_tokens_details"`
+}
+
+// promptDetails is usage.prompt_tokens_details, sent (as by vLLM) only with
+// --enable-prompt-tokens-details.
+type promptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// usage is a finished job's usage. As vLLM reports num_cached_tokens,
+// cached_tokens is the prefix found on the request's first admission.
+func (e *Engine) usage(j *job, completion int) usageInfo {
+	u := usageInfo{PromptTokens: j.promptTokens, CompletionTokens: completion, TotalTokens: j.promptTokens + completion}
+	if e.cfg.EnablePromptTokensDetails {
+		u.PromptTokensDetails = &promptDetails{CachedTokens: j.cachedTokens}
+	}
+	return u
 }
 
 // chatResponse is vLLM's non-streaming ChatCompletionResponse.
@@ -101,16 +118,16 @@ func (e *Engine) serveChat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	promptTokens := CountTokens(prompt)
+	p := e.textPrompt(prompt, req.CacheSalt)
 	requested := req.MaxCompletionTokens
 	if requested == nil {
 		requested = req.MaxTokens
 	}
-	maxTokens, err := e.checkContext(promptTokens, requested, 0)
+	maxTokens, err := e.checkContext(p.n, requested, 0)
 	if err != nil {
 		return err
 	}
-	t, j, err := e.startJob("chatcmpl-", model, prompt, promptTokens, maxTokens, req.MinTokens, req.IgnoreEOS, req.Seed)
+	t, j, err := e.startJob("chatcmpl-", model, p, maxTokens, req.MinTokens, req.IgnoreEOS, req.Seed)
 	if err != nil {
 		return err
 	}
@@ -128,7 +145,7 @@ func (e *Engine) serveChat(w http.ResponseWriter, r *http.Request) error {
 			Message:      assistantMessage{Role: "assistant", Content: text, ToolCalls: []string{}},
 			FinishReason: finish,
 		}},
-		Usage: usageInfo{PromptTokens: promptTokens, CompletionTokens: n, TotalTokens: promptTokens + n},
+		Usage: e.usage(j, n),
 	})
 	return nil
 }

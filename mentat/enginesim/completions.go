@@ -20,6 +20,7 @@ type completionRequest struct {
 	N             *int            `json:"n"`
 	Seed          *int64          `json:"seed"`
 	Echo          bool            `json:"echo"`
+	CacheSalt     string          `json:"cache_salt"`
 }
 
 // completionDefaultMaxTokens is vLLM's (and OpenAI's) max_tokens default
@@ -48,19 +49,19 @@ type completionChoice struct {
 }
 
 // parsePrompt reads a completions prompt: a string, token ids, or a batch
-// of one of either. It returns the text that seeds generation and the
-// prompt's token count.
-func parsePrompt(raw json.RawMessage) (string, int, error) {
+// of one of either. It returns the text that seeds generation, the ids
+// when the prompt was given as ids, and the prompt's token count.
+func parsePrompt(raw json.RawMessage) (string, []int, int, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", 0, badRequest("Either prompt or prompt_embeds must be provided and non-empty.")
+		return "", nil, 0, badRequest("Either prompt or prompt_embeds must be provided and non-empty.")
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		if s == "" {
-			return "", 0, badRequest("Either prompt or prompt_embeds must be provided and non-empty.")
+			return "", nil, 0, badRequest("Either prompt or prompt_embeds must be provided and non-empty.")
 		}
-		return s, CountTokens(s), nil
+		return s, nil, CountTokens(s), nil
 	}
 	var ids []int
 	if json.Unmarshal(raw, &ids) == nil {
@@ -69,30 +70,30 @@ func parsePrompt(raw json.RawMessage) (string, int, error) {
 	var batchS []string
 	if json.Unmarshal(raw, &batchS) == nil {
 		if len(batchS) != 1 {
-			return "", 0, badRequest("enginesim serves one prompt per request; this batch has %d (send them as separate requests)", len(batchS))
+			return "", nil, 0, badRequest("enginesim serves one prompt per request; this batch has %d (send them as separate requests)", len(batchS))
 		}
 		return parsePrompt(json.RawMessage(strings.TrimSpace(mustJSON(batchS[0]))))
 	}
 	var batchIDs [][]int
 	if json.Unmarshal(raw, &batchIDs) == nil {
 		if len(batchIDs) != 1 {
-			return "", 0, badRequest("enginesim serves one prompt per request; this batch has %d (send them as separate requests)", len(batchIDs))
+			return "", nil, 0, badRequest("enginesim serves one prompt per request; this batch has %d (send them as separate requests)", len(batchIDs))
 		}
 		return checkIDs(raw, batchIDs[0])
 	}
-	return "", 0, badRequest("prompt must be a string, a list of token ids, or a list of one of either")
+	return "", nil, 0, badRequest("prompt must be a string, a list of token ids, or a list of one of either")
 }
 
-func checkIDs(raw json.RawMessage, ids []int) (string, int, error) {
+func checkIDs(raw json.RawMessage, ids []int) (string, []int, int, error) {
 	if len(ids) == 0 {
-		return "", 0, badRequest("Either prompt or prompt_embeds must be provided and non-empty.")
+		return "", nil, 0, badRequest("Either prompt or prompt_embeds must be provided and non-empty.")
 	}
 	for _, id := range ids {
 		if _, err := Piece(id); err != nil {
-			return "", 0, badRequest("%v", err)
+			return "", nil, 0, badRequest("%v", err)
 		}
 	}
-	return string(raw), len(ids), nil
+	return string(raw), ids, len(ids), nil
 }
 
 func mustJSON(s string) string {
@@ -121,15 +122,19 @@ func (e *Engine) serveCompletions(w http.ResponseWriter, r *http.Request) error 
 	if req.Echo {
 		return badRequest("echo=true is not supported by enginesim; send the request without echo")
 	}
-	prompt, promptTokens, err := parsePrompt(req.Prompt)
+	seed, ids, n, err := parsePrompt(req.Prompt)
 	if err != nil {
 		return err
 	}
-	maxTokens, err := e.checkContext(promptTokens, req.MaxTokens, completionDefaultMaxTokens)
+	p := promptSpec{seed: seed, ids: ids, n: n, salt: req.CacheSalt}
+	if ids == nil {
+		p = e.textPrompt(seed, req.CacheSalt)
+	}
+	maxTokens, err := e.checkContext(p.n, req.MaxTokens, completionDefaultMaxTokens)
 	if err != nil {
 		return err
 	}
-	t, j, err := e.startJob("cmpl-", model, prompt, promptTokens, maxTokens, req.MinTokens, req.IgnoreEOS, req.Seed)
+	t, j, err := e.startJob("cmpl-", model, p, maxTokens, req.MinTokens, req.IgnoreEOS, req.Seed)
 	if err != nil {
 		return err
 	}
@@ -144,7 +149,7 @@ func (e *Engine) serveCompletions(w http.ResponseWriter, r *http.Request) error 
 	writeJSON(w, http.StatusOK, completionResponse{
 		ID: j.id, Object: "text_completion", Created: j.created, Model: model,
 		Choices: []completionChoice{{Text: text, FinishReason: finish}},
-		Usage:   usageInfo{PromptTokens: promptTokens, CompletionTokens: n, TotalTokens: promptTokens + n},
+		Usage:   e.usage(j, n),
 	})
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -47,6 +49,26 @@ type Config struct {
 	// the queue. Default 0 means MaxNumSeqs × MaxModelLen, which never
 	// preempts. Must be at least MaxModelLen.
 	KVCacheTokens int
+	// PrefillPerToken is the compute time of one uncached prompt token; it
+	// comes on top of TTFT, the fixed part. Default 50µs (20k tokens/s).
+	PrefillPerToken time.Duration
+	// MaxNumBatchedTokens is the per-step token budget as vLLM's flag: the
+	// running decodes take one token each and prefill the rest, so prefill
+	// slows as the batch grows. 0 means 2048 (vLLM's default with 256
+	// sequences) or MaxNumSeqs when larger; it must be at least MaxNumSeqs.
+	MaxNumBatchedTokens int
+	// DecodeKnee is the batch size at which a decode step takes twice
+	// --itl: ITL × (1 + others/knee). 0 turns the slowdown off. Default 256.
+	DecodeKnee int
+	// EnablePrefixCaching turns automatic prefix caching on (default, as in
+	// vLLM V1). BlockSize is the KV block size in tokens (default 16).
+	EnablePrefixCaching bool
+	BlockSize           int
+	// EnablePromptTokensDetails adds usage.prompt_tokens_details.cached_tokens
+	// to answers, as vLLM's flag of that name does. Default off, as in vLLM.
+	EnablePromptTokensDetails bool
+	// EmbeddingDim is the length of /v1/embeddings vectors. Default 1024.
+	EmbeddingDim int
 	// KeepAliveTimeout closes idle keep-alive connections, like uvicorn's
 	// --timeout-keep-alive. Default 5s.
 	KeepAliveTimeout time.Duration
@@ -64,20 +86,34 @@ type Config struct {
 	ShutdownTimeout time.Duration
 }
 
+// defaultBatchedTokens is vLLM's max-num-batched-tokens for an API server
+// with 256 sequences; blockSizes are the block sizes vLLM accepts.
+const (
+	defaultBatchedTokens = 2048
+	maxEmbeddingDim      = 65536
+)
+
+var blockSizes = []int{1, 8, 16, 32, 64, 128}
+
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
-		Model:            "enginesim/sim-model",
-		Host:             "0.0.0.0",
-		Port:             8000,
-		MaxModelLen:      4096,
-		TTFT:             100 * time.Millisecond,
-		ITL:              20 * time.Millisecond,
-		Jitter:           0.1,
-		MaxNumSeqs:       256,
-		MaxWaiting:       100000,
-		KeepAliveTimeout: 5 * time.Second,
-		ShutdownTimeout:  10 * time.Second,
+		Model:               "enginesim/sim-model",
+		Host:                "0.0.0.0",
+		Port:                8000,
+		MaxModelLen:         4096,
+		TTFT:                100 * time.Millisecond,
+		ITL:                 20 * time.Millisecond,
+		Jitter:              0.1,
+		MaxNumSeqs:          256,
+		MaxWaiting:          100000,
+		PrefillPerToken:     50 * time.Microsecond,
+		DecodeKnee:          256,
+		BlockSize:           16,
+		EmbeddingDim:        1024,
+		EnablePrefixCaching: true,
+		KeepAliveTimeout:    5 * time.Second,
+		ShutdownTimeout:     10 * time.Second,
 	}
 }
 
@@ -111,6 +147,21 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxNumSeqs, "max-num-seqs", c.MaxNumSeqs, "requests generating at once; the rest wait in a FIFO queue")
 	fs.IntVar(&c.MaxWaiting, "max-waiting", c.MaxWaiting, "waiting requests beyond which new ones get 503")
 	fs.IntVar(&c.KVCacheTokens, "kv-cache-tokens", c.KVCacheTokens, "KV cache capacity in tokens (0: max-num-seqs × max-model-len, never preempts)")
+	fs.DurationVar(&c.PrefillPerToken, "prefill-per-token", c.PrefillPerToken, "compute time of one uncached prompt token, on top of --ttft")
+	fs.IntVar(&c.MaxNumBatchedTokens, "max-num-batched-tokens", c.MaxNumBatchedTokens, "per-step token budget shared by decodes and prefills (0: 2048, or --max-num-seqs when larger)")
+	fs.IntVar(&c.DecodeKnee, "decode-knee", c.DecodeKnee, "batch size at which a decode step takes twice --itl (0: no slowdown)")
+	fs.BoolVar(&c.EnablePrefixCaching, "enable-prefix-caching", c.EnablePrefixCaching, "automatic prefix caching (--no-enable-prefix-caching or =false turns it off)")
+	fs.BoolFunc("no-enable-prefix-caching", "turn automatic prefix caching off, as vLLM's flag", func(v string) error {
+		off, err := strconv.ParseBool(v)
+		if err != nil {
+			return err
+		}
+		c.EnablePrefixCaching = !off
+		return nil
+	})
+	fs.IntVar(&c.BlockSize, "block-size", c.BlockSize, "KV cache block size in tokens (1, 8, 16, 32, 64 or 128)")
+	fs.BoolVar(&c.EnablePromptTokensDetails, "enable-prompt-tokens-details", c.EnablePromptTokensDetails, "report usage.prompt_tokens_details.cached_tokens, as vLLM's flag")
+	fs.IntVar(&c.EmbeddingDim, "embedding-dim", c.EmbeddingDim, "length of /v1/embeddings vectors")
 	fs.DurationVar(&c.KeepAliveTimeout, "keepalive-timeout", c.KeepAliveTimeout, "close idle keep-alive connections after this long, like uvicorn")
 	fs.Float64Var(&c.FailRate, "fail-rate", c.FailRate, "fraction of generation requests answered with a 500 (0 to 1)")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed for generated text, jitter and injected failures")
@@ -166,6 +217,26 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout < 0 {
 		bad("--shutdown-timeout %s must not be negative", c.ShutdownTimeout)
 	}
+	if c.PrefillPerToken < 0 {
+		bad("--prefill-per-token %s must not be negative", c.PrefillPerToken)
+	}
+	if c.MaxNumBatchedTokens == 0 {
+		c.MaxNumBatchedTokens = max(defaultBatchedTokens, c.MaxNumSeqs)
+	}
+	if c.MaxNumBatchedTokens < c.MaxNumSeqs {
+		// vLLM refuses the same: every running sequence needs its decode
+		// token in each step.
+		bad("--max-num-batched-tokens %d is below --max-num-seqs %d; every running request needs one token per step", c.MaxNumBatchedTokens, c.MaxNumSeqs)
+	}
+	if c.DecodeKnee < 0 {
+		bad("--decode-knee %d must not be negative (0 turns the decode slowdown off)", c.DecodeKnee)
+	}
+	if !slices.Contains(blockSizes, c.BlockSize) {
+		bad("--block-size %d is not one of vLLM's block sizes %v", c.BlockSize, blockSizes)
+	}
+	if c.EmbeddingDim < 1 || c.EmbeddingDim > maxEmbeddingDim {
+		bad("--embedding-dim %d must be between 1 and %d", c.EmbeddingDim, maxEmbeddingDim)
+	}
 	if c.KVCacheTokens == 0 && c.MaxNumSeqs > 0 && c.MaxModelLen > 0 {
 		kv := int64(c.MaxNumSeqs) * int64(c.MaxModelLen)
 		c.KVCacheTokens = int(min(kv, math.MaxInt32))
@@ -174,6 +245,9 @@ func (c *Config) Validate() error {
 		// vLLM refuses to start in the same case: one full-length request
 		// must fit, or it could never be scheduled.
 		bad("--kv-cache-tokens %d is below --max-model-len %d; one full-length request must fit", c.KVCacheTokens, c.MaxModelLen)
+	} else if c.BlockSize > 0 && c.KVCacheTokens/c.BlockSize*c.BlockSize < c.MaxModelLen {
+		bad("--kv-cache-tokens %d holds %d whole blocks of %d tokens, fewer than --max-model-len %d needs",
+			c.KVCacheTokens, c.KVCacheTokens/c.BlockSize, c.BlockSize, c.MaxModelLen)
 	}
 	return errors.Join(errs...)
 }

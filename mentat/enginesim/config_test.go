@@ -40,3 +40,49 @@ func TestParseArgs(t *testing.T) {
 		t.Errorf("-h: %v", err)
 	}
 }
+
+func TestParseArgsEngineModel(t *testing.T) {
+	c, err := ParseArgs(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.EnablePrefixCaching || c.BlockSize != 16 || c.MaxNumBatchedTokens != 2048 || c.DecodeKnee != 256 ||
+		c.PrefillPerToken != 50*time.Microsecond || c.EnablePromptTokensDetails || c.EmbeddingDim != 1024 {
+		t.Errorf("defaults: %+v", c)
+	}
+	for _, ok := range []struct {
+		args  []string
+		check func(Config) bool
+	}{
+		{[]string{"--no-enable-prefix-caching"}, func(c Config) bool { return !c.EnablePrefixCaching }},
+		{[]string{"--enable-prefix-caching=false"}, func(c Config) bool { return !c.EnablePrefixCaching }},
+		{[]string{"--max-num-seqs", "4096"}, func(c Config) bool { return c.MaxNumBatchedTokens == 4096 }},
+		{[]string{"--block-size", "32", "--prefill-per-token", "1ms", "--decode-knee", "0", "--embedding-dim", "8",
+			"--max-num-batched-tokens", "8192", "--enable-prompt-tokens-details"}, func(c Config) bool {
+			return c.BlockSize == 32 && c.PrefillPerToken == time.Millisecond && c.DecodeKnee == 0 && c.EmbeddingDim == 8 &&
+				c.MaxNumBatchedTokens == 8192 && c.EnablePromptTokensDetails
+		}},
+	} {
+		c, err := ParseArgs(ok.args, io.Discard)
+		if err != nil || !ok.check(c) {
+			t.Errorf("%v: %v %+v", ok.args, err, c)
+		}
+	}
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--prefill-per-token", "-1us"}, "--prefill-per-token -1µs must not be negative"},
+		{[]string{"--max-num-batched-tokens", "100"}, "--max-num-batched-tokens 100 is below --max-num-seqs 256"},
+		{[]string{"--decode-knee", "-1"}, "--decode-knee -1 must not be negative"},
+		{[]string{"--block-size", "12"}, "--block-size 12 is not one of vLLM's block sizes [1 8 16 32 64 128]"},
+		{[]string{"--embedding-dim", "0"}, "--embedding-dim 0 must be between 1 and 65536"},
+		{[]string{"--max-model-len", "100", "--kv-cache-tokens", "100", "--block-size", "64"}, "holds 1 whole blocks of 64 tokens"},
+		{[]string{"--no-enable-prefix-caching=maybe"}, "no-enable-prefix-caching"},
+	} {
+		_, err := ParseArgs(bad.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%v: error %v, want one containing %q", bad.args, err, bad.want)
+		}
+	}
+}

@@ -21,6 +21,29 @@ type job struct {
 	stopAt    int
 	rng       *rand.Rand
 	arrival   time.Time
+	// cachedTokens is the prompt prefix served from the prefix cache on
+	// the first admission, known once the first token is out.
+	cachedTokens int
+}
+
+// promptSpec is a validated prompt: the text that seeds generation, its
+// token ids (nil when only the count is needed: prefix caching off), the
+// count, and the request's cache_salt.
+type promptSpec struct {
+	seed string
+	ids  []int
+	n    int
+	salt string
+}
+
+// textPrompt tokenizes a rendered prompt; the ids are only built when the
+// prefix cache needs them.
+func (e *Engine) textPrompt(text, salt string) promptSpec {
+	if !e.cfg.EnablePrefixCaching {
+		return promptSpec{seed: text, n: CountTokens(text), salt: salt}
+	}
+	ids := Tokenize(make([]int, 0, len(text)/3+1), text)
+	return promptSpec{seed: text, ids: ids, n: len(ids), salt: salt}
 }
 
 // Natural lengths of a generation that is not cut by max_tokens.
@@ -85,18 +108,27 @@ func (e *Engine) generate(ctx context.Context, t *ticket, j *job, sink tokenSink
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	queued := true
+	var firstScheduled, last time.Time
 	prefill := true // the next token comes after a (re)computed prefill
-	var last time.Time
+	batch := 1
+	word := -1 // the next token's word, drawn once even if it is preempted
 	for n < total {
 		if err := e.sched.wait(ctx, t); err != nil {
 			return finish, n, err
 		}
-		if queued {
-			queued = false
-			e.metrics.queueTime.Observe(time.Since(j.arrival).Seconds())
+		var d time.Duration
+		if prefill {
+			if firstScheduled.IsZero() {
+				firstScheduled = t.admitted
+				j.cachedTokens = t.cachedTokens
+				e.metrics.queueTime.Observe(t.admitted.Sub(j.arrival).Seconds())
+			}
+			batch = t.batch
+			d = e.lat.fixed(j.rng) + time.Until(t.prefillEnd)
+		} else {
+			d = e.lat.decode(batch, j.rng)
 		}
-		if d := e.lat.delay(prefill, j.rng); d > 0 {
+		if d > 0 {
 			timer.Reset(d)
 			select {
 			case <-ctx.Done():
@@ -106,17 +138,23 @@ func (e *Engine) generate(ctx context.Context, t *ticket, j *job, sink tokenSink
 		} else if err := ctx.Err(); err != nil {
 			return finish, n, err
 		}
-		if !e.sched.grow(t) {
+		if word < 0 {
+			word = j.rng.IntN(len(words))
+		}
+		running, ok := e.sched.grow(t, wordToken(n, word))
+		if !ok {
 			e.sched.preempt(t)
 			e.stats.preemptions.Add(1)
 			prefill = true
 			continue
 		}
+		batch = running
 		prefill = false
 		now := time.Now()
 		if n == 0 {
 			s := now.Sub(j.arrival).Seconds()
 			e.metrics.ttft.Observe(s)
+			e.metrics.prefillTime.Observe(now.Sub(firstScheduled).Seconds())
 			e.samples.observe(sampleTTFT, s)
 			e.stats.promptTokens.Add(int64(j.promptTokens))
 		} else {
@@ -129,11 +167,15 @@ func (e *Engine) generate(ctx context.Context, t *ticket, j *job, sink tokenSink
 		if n == total-1 {
 			f = finish
 		}
-		if err := sink(n, j.rng.IntN(len(words)), f); err != nil {
+		if err := sink(n, word, f); err != nil {
 			return finish, n, err
 		}
+		word = -1
 		e.stats.generationTokens.Add(1)
 		n++
+	}
+	if n > 0 {
+		e.metrics.decodeTime.Observe(last.Sub(firstScheduled).Seconds())
 	}
 	return finish, n, nil
 }
@@ -141,15 +183,17 @@ func (e *Engine) generate(ctx context.Context, t *ticket, j *job, sink tokenSink
 // startJob checks min_tokens against the budget, takes a scheduler slot (or
 // a place in the queue) and builds the job: the part chat and completions
 // share once each has its prompt.
-func (e *Engine) startJob(prefix, model, prompt string, promptTokens, maxTokens, minTokens int, ignoreEOS bool, seed *int64) (*ticket, *job, error) {
+func (e *Engine) startJob(prefix, model string, p promptSpec, maxTokens, minTokens int, ignoreEOS bool, seed *int64) (*ticket, *job, error) {
 	if minTokens < 0 || minTokens > maxTokens {
 		return nil, nil, badRequest("min_tokens must be between 0 and max_tokens=%d, got %d.", maxTokens, minTokens)
 	}
-	t, err := e.admit(promptTokens)
+	// The job first: its arrival time must precede the admission.
+	j := e.newJob(prefix, model, p.seed, p.n, maxTokens, minTokens, ignoreEOS, seed)
+	t, err := e.admit(e.sched.newSeq(p.ids, p.n, p.salt))
 	if err != nil {
 		return nil, nil, err
 	}
-	return t, e.newJob(prefix, model, prompt, promptTokens, maxTokens, minTokens, ignoreEOS, seed), nil
+	return t, j, nil
 }
 
 // generateText runs a non-streaming job to its end and returns its text.

@@ -162,6 +162,20 @@ type totalsOut struct {
 	QueueFull        int64       `json:"queue_full"`
 }
 
+// cacheOut is the prefix cache part of engine_status.
+type cacheOut struct {
+	Enabled      bool    `json:"enabled"`
+	BlockSize    int     `json:"block_size"`
+	Blocks       int     `json:"blocks"`
+	BlocksUsed   int     `json:"blocks_used"`
+	CachedBlocks int     `json:"cached_blocks"`
+	CachedTokens int     `json:"cached_tokens"`
+	QueryTokens  int64   `json:"query_tokens"`
+	HitTokens    int64   `json:"hit_tokens"`
+	HitRate      float64 `json:"hit_rate"`
+	Evictions    int64   `json:"evictions"`
+}
+
 type statusOut struct {
 	Model            string     `json:"model"`
 	ServedModelNames []string   `json:"served_model_names"`
@@ -172,6 +186,7 @@ type statusOut struct {
 	MaxModelLen      int        `json:"max_model_len"`
 	KVCacheUsage     float64    `json:"kv_cache_usage"`
 	KVCacheTokens    int        `json:"kv_cache_tokens"`
+	PrefixCache      cacheOut   `json:"prefix_cache"`
 	Latency          latencyOut `json:"latency"`
 	Totals           totalsOut  `json:"totals"`
 }
@@ -179,15 +194,20 @@ type statusOut struct {
 func (m *mcpServer) engineStatus(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, statusOut, error) {
 	e := m.e
 	st := e.sched.state()
-	kv := 0.0
-	if st.KVCap > 0 {
-		kv = float64(st.KVUsed) / float64(st.KVCap)
+	rate := 0.0
+	if st.Queries > 0 {
+		rate = float64(st.Hits) / float64(st.Queries)
 	}
 	return nil, statusOut{
 		Model: e.cfg.Model, ServedModelNames: e.cfg.ServedModelNames,
 		UptimeS: time.Since(e.started).Seconds(),
 		Running: st.Running, Waiting: st.Waiting, MaxNumSeqs: e.cfg.MaxNumSeqs, MaxModelLen: e.cfg.MaxModelLen,
-		KVCacheUsage: kv, KVCacheTokens: st.KVCap,
+		KVCacheUsage: st.Usage, KVCacheTokens: st.Blocks * st.BlockSize,
+		PrefixCache: cacheOut{
+			Enabled: st.Caching, BlockSize: st.BlockSize, Blocks: st.Blocks, BlocksUsed: st.BlocksUsed,
+			CachedBlocks: st.CachedBlocks, CachedTokens: st.CachedBlocks * st.BlockSize,
+			QueryTokens: st.Queries, HitTokens: st.Hits, HitRate: rate, Evictions: st.Evictions,
+		},
 		Latency: latencyView(e.lat.get()),
 		Totals: totalsOut{
 			Requests: e.stats.requests.Load(),

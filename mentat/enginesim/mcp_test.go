@@ -76,6 +76,20 @@ func TestMCPTools(t *testing.T) {
 		st.MaxNumSeqs != te.cfg.MaxNumSeqs || st.Latency.ITL != "5ms" || st.ServedModelNames[0] != "sim" {
 		t.Errorf("engine_status: %+v", st)
 	}
+	// The prefix cache part: a 42-token prompt sent twice hits its two
+	// whole blocks the second time.
+	before := st.PrefixCache.QueryTokens
+	prompt := Tokenize(nil, longText("gamma", 40))
+	for range 2 {
+		te.post(t, "/v1/completions", map[string]any{"model": "sim", "prompt": prompt, "max_tokens": 1})
+	}
+	st, _ = callTool[statusOut](t, cs, "engine_status", nil)
+	pc := st.PrefixCache
+	if !pc.Enabled || pc.BlockSize != 16 || pc.Blocks != te.cfg.KVCacheTokens/16 || pc.BlocksUsed != 0 || pc.CachedBlocks < 2 ||
+		pc.CachedTokens != 16*pc.CachedBlocks || pc.QueryTokens != before+2*int64(len(prompt)) || pc.HitTokens != 32 ||
+		pc.HitRate != 32/float64(pc.QueryTokens) || pc.Evictions != 0 {
+		t.Errorf("engine_status prefix_cache: %+v", pc)
+	}
 
 	// set_latency: all or nothing.
 	_, res := callTool[setLatencyOut](t, cs, "set_latency", map[string]any{"ttft": "40ms", "itl": "soon"})

@@ -53,11 +53,13 @@ var (
 // metrics is the /metrics side: histograms observed on the hot path, and a
 // collector that reads the counters and the scheduler at scrape time.
 type metrics struct {
-	reg        *prometheus.Registry
-	ttft       prometheus.Histogram
-	itl        prometheus.Histogram
-	queueTime  prometheus.Histogram
-	e2eLatency prometheus.Histogram
+	reg         *prometheus.Registry
+	ttft        prometheus.Histogram
+	itl         prometheus.Histogram
+	queueTime   prometheus.Histogram
+	prefillTime prometheus.Histogram
+	decodeTime  prometheus.Histogram
+	e2eLatency  prometheus.Histogram
 }
 
 func newMetrics(modelName string, st *stats, sched *scheduler) *metrics {
@@ -66,13 +68,15 @@ func newMetrics(modelName string, st *stats, sched *scheduler) *metrics {
 		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets, ConstLabels: labels})
 	}
 	m := &metrics{
-		reg:        prometheus.NewRegistry(),
-		ttft:       hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets),
-		itl:        hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets),
-		queueTime:  hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestLatencyBuckets),
-		e2eLatency: hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets),
+		reg:         prometheus.NewRegistry(),
+		ttft:        hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets),
+		itl:         hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets),
+		queueTime:   hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestLatencyBuckets),
+		prefillTime: hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestLatencyBuckets),
+		decodeTime:  hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets),
+		e2eLatency:  hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets),
 	}
-	m.reg.MustRegister(m.ttft, m.itl, m.queueTime, m.e2eLatency, newEngineCollector(labels, st, sched))
+	m.reg.MustRegister(m.ttft, m.itl, m.queueTime, m.prefillTime, m.decodeTime, m.e2eLatency, newEngineCollector(labels, st, sched))
 	return m
 }
 
@@ -85,7 +89,7 @@ type engineCollector struct {
 	st    *stats
 	sched *scheduler
 
-	running, waiting, kv, prompt, generation, preemptions, success *prometheus.Desc
+	running, waiting, kv, prompt, generation, preemptions, success, queries, hits *prometheus.Desc
 }
 
 func newEngineCollector(l prometheus.Labels, st *stats, sched *scheduler) *engineCollector {
@@ -101,24 +105,24 @@ func newEngineCollector(l prometheus.Labels, st *stats, sched *scheduler) *engin
 		generation:  d("vllm:generation_tokens_total", "Number of generation tokens processed."),
 		preemptions: d("vllm:num_preemptions_total", "Cumulative number of preemption from the engine."),
 		success:     d("vllm:request_success_total", "Count of successfully processed requests.", "finished_reason"),
+		queries:     d("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens."),
+		hits:        d("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens."),
 	}
 }
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.running, c.waiting, c.kv, c.prompt, c.generation, c.preemptions, c.success} {
+	for _, d := range []*prometheus.Desc{c.running, c.waiting, c.kv, c.prompt, c.generation, c.preemptions, c.success, c.queries, c.hits} {
 		ch <- d
 	}
 }
 
 func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.sched.state()
-	kv := 0.0
-	if s.KVCap > 0 {
-		kv = float64(s.KVUsed) / float64(s.KVCap)
-	}
 	ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(s.Running))
 	ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(s.Waiting))
-	ch <- prometheus.MustNewConstMetric(c.kv, prometheus.GaugeValue, kv)
+	ch <- prometheus.MustNewConstMetric(c.kv, prometheus.GaugeValue, s.Usage)
+	ch <- prometheus.MustNewConstMetric(c.queries, prometheus.CounterValue, float64(s.Queries))
+	ch <- prometheus.MustNewConstMetric(c.hits, prometheus.CounterValue, float64(s.Hits))
 	ch <- prometheus.MustNewConstMetric(c.prompt, prometheus.CounterValue, float64(c.st.promptTokens.Load()))
 	ch <- prometheus.MustNewConstMetric(c.generation, prometheus.CounterValue, float64(c.st.generationTokens.Load()))
 	ch <- prometheus.MustNewConstMetric(c.preemptions, prometheus.CounterValue, float64(c.st.preemptions.Load()))

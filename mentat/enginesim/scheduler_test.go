@@ -169,16 +169,32 @@ func TestPreemption(t *testing.T) {
 	if p := value(t, f, "vllm:num_preemptions_total"); p < 1 {
 		t.Errorf("num_preemptions_total %v, want at least 1", p)
 	}
-	if st := te.sched.state(); st.KVUsed != 0 || st.Running != 0 {
+	// Preemption and the ends free every block; the whole blocks of both
+	// contexts (prompt and generated tokens) stay cached.
+	if st := te.sched.state(); st.BlocksUsed != 0 || st.Running != 0 || st.CachedBlocks == 0 {
 		t.Errorf("scheduler not empty after both finished: %+v", st)
 	}
 }
 
+// testSched is a scheduler with caching off and free prefill, for the
+// admission rules alone.
+func testSched(maxSeqs, kvTokens int) *scheduler {
+	return newScheduler(schedConfig{maxSeqs: maxSeqs, maxWaiting: 10, kvTokens: kvTokens, blockSize: 1, budget: maxSeqs})
+}
+
+func (s *scheduler) enqueueN(n int) *ticket {
+	t, err := s.enqueue(s.newSeq(nil, n, ""))
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
 func TestSchedulerFIFO(t *testing.T) {
-	s := newScheduler(1, 10, 1000)
-	a, _ := s.enqueue(10)
-	b, _ := s.enqueue(10)
-	c, _ := s.enqueue(10)
+	s := testSched(1, 1000)
+	a := s.enqueueN(10)
+	b := s.enqueueN(10)
+	c := s.enqueueN(10)
 	if a.state != stRunning || b.state != stWaiting || c.state != stWaiting {
 		t.Fatal("first request runs, the rest wait")
 	}
@@ -189,14 +205,14 @@ func TestSchedulerFIFO(t *testing.T) {
 	}
 	s.release(b)
 	s.release(b) // twice is harmless
-	if st := s.state(); st.Running != 0 || st.Waiting != 0 || st.KVUsed != 0 {
+	if st := s.state(); st.Running != 0 || st.Waiting != 0 || st.BlocksUsed != 0 {
 		t.Fatalf("not empty: %+v", st)
 	}
 	// A head that does not fit the cache blocks those behind it (FCFS).
-	s = newScheduler(4, 10, 100)
-	big, _ := s.enqueue(90)
-	next, _ := s.enqueue(20)
-	small, _ := s.enqueue(5)
+	s = testSched(4, 100)
+	big := s.enqueueN(90)
+	next := s.enqueueN(20)
+	small := s.enqueueN(5)
 	if big.state != stRunning || next.state != stWaiting || small.state != stWaiting {
 		t.Fatal("head-of-line blocking")
 	}
@@ -206,4 +222,59 @@ func TestSchedulerFIFO(t *testing.T) {
 	}
 	s.release(next)
 	s.release(small)
+}
+
+func TestSchedulerPrefillLane(t *testing.T) {
+	// Three long prompts admitted together: their prefills are computed one
+	// after another on the lane, each at a rate the running decodes share.
+	s := newScheduler(schedConfig{maxSeqs: 4, maxWaiting: 10, kvTokens: 10000, blockSize: 16,
+		prefillPerToken: time.Millisecond, budget: 100})
+	var ts []*ticket
+	for range 3 {
+		ts = append(ts, s.enqueueN(50))
+	}
+	for i, tk := range ts {
+		// The i-th admission found i requests decoding: 100/(100-i) of the
+		// full rate per token.
+		cost := time.Duration(float64(50*time.Millisecond) * 100 / float64(100-i))
+		if got := tk.prefillEnd.Sub(tk.laneStart); got != cost {
+			t.Errorf("prefill %d costs %s, want %s", i, got, cost)
+		}
+		if i > 0 && !tk.laneStart.Equal(ts[i-1].prefillEnd) {
+			t.Errorf("prefill %d starts at %s, not when %d ends", i, tk.laneStart, i-1)
+		}
+	}
+	// The last one leaving before its prefill gives the lane its time back.
+	s.release(ts[2])
+	if !s.laneFree.Equal(ts[1].prefillEnd) {
+		t.Errorf("lane free at %v after the cancel, want %v", s.laneFree, ts[1].prefillEnd)
+	}
+	// A cached prefix costs nothing: only the uncached part is booked.
+	s.release(ts[0])
+	s.release(ts[1])
+	caching := newScheduler(schedConfig{maxSeqs: 4, maxWaiting: 10, kvTokens: 10000, blockSize: 16,
+		caching: true, prefillPerToken: time.Millisecond, budget: 100})
+	p := ids(1, 100)
+	a, _ := caching.enqueue(caching.newSeq(p, len(p), ""))
+	caching.release(a)
+	b, _ := caching.enqueue(caching.newSeq(p, len(p), ""))
+	if b.cachedTokens != 96 || b.prefillEnd.Sub(b.laneStart) != 4*time.Millisecond {
+		t.Errorf("repeat: %d cached, prefill %s; want 96 and 4ms", b.cachedTokens, b.prefillEnd.Sub(b.laneStart))
+	}
+	caching.release(b)
+}
+
+func TestDecodeSlowdown(t *testing.T) {
+	l := newLatency(0, 10*time.Millisecond, 0, 256)
+	for _, c := range []struct {
+		batch int
+		want  time.Duration
+	}{{1, 10 * time.Millisecond}, {129, 15 * time.Millisecond}, {257, 20 * time.Millisecond}} {
+		if got := l.decode(c.batch, nil); got != c.want {
+			t.Errorf("batch %d: ITL %s, want %s", c.batch, got, c.want)
+		}
+	}
+	if got := newLatency(0, 10*time.Millisecond, 0, 0).decode(1000, nil); got != 10*time.Millisecond {
+		t.Errorf("knee 0: ITL %s at batch 1000", got)
+	}
 }

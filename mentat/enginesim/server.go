@@ -48,10 +48,14 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{
-		cfg:     cfg,
-		log:     log,
-		sched:   newScheduler(cfg.MaxNumSeqs, cfg.MaxWaiting, cfg.KVCacheTokens),
-		lat:     newLatency(cfg.TTFT, cfg.ITL, cfg.Jitter),
+		cfg: cfg,
+		log: log,
+		sched: newScheduler(schedConfig{
+			maxSeqs: cfg.MaxNumSeqs, maxWaiting: cfg.MaxWaiting,
+			kvTokens: cfg.KVCacheTokens, blockSize: cfg.BlockSize, caching: cfg.EnablePrefixCaching,
+			prefillPerToken: cfg.PrefillPerToken, budget: cfg.MaxNumBatchedTokens,
+		}),
+		lat:     newLatency(cfg.TTFT, cfg.ITL, cfg.Jitter, cfg.DecodeKnee),
 		fail:    newFailer(cfg.FailRate, cfg.Seed),
 		stats:   &stats{},
 		samples: &sampler{},
@@ -77,6 +81,8 @@ func (e *Engine) Handler() http.Handler {
 		"/v1/models":           {http.MethodGet: e.handleModels},
 		"/v1/chat/completions": {http.MethodPost: e.handleChat},
 		"/v1/completions":      {http.MethodPost: e.handleCompletions},
+		"/v1/embeddings":       {http.MethodPost: e.handleEmbeddings},
+		"/v1/responses":        {http.MethodPost: e.handleResponses},
 		"/tokenize":            {http.MethodPost: e.handleTokenize},
 		"/detokenize":          {http.MethodPost: e.handleDetokenize},
 		"/metrics":             {http.MethodGet: e.metrics.handler().ServeHTTP},
@@ -230,13 +236,13 @@ func (e *Engine) checkContext(promptTokens int, maxTokens *int, defaultMax int) 
 
 // admit runs the steps every generation request shares after validation:
 // the injected failure, then a place in the queue.
-func (e *Engine) admit(promptTokens int) (*ticket, error) {
+func (e *Engine) admit(seq kvSeq) (*ticket, error) {
 	if e.fail.fail() {
 		e.stats.injectedFailures.Add(1)
 		return nil, errInjected
 	}
 	e.stats.requests.Add(1)
-	t, err := e.sched.enqueue(promptTokens)
+	t, err := e.sched.enqueue(seq)
 	if err != nil {
 		e.stats.queueFull.Add(1)
 		return nil, err

@@ -46,6 +46,15 @@ var quotedWords = func() [][2][]byte {
 	return q
 }()
 
+// wordToken is the token id of generated word number i: the word with a
+// leading space after the first, as the tokenizer reads the text back.
+func wordToken(i, word int) int {
+	if i == 0 {
+		return wordBase + 2*word
+	}
+	return wordBase + 2*word + 1
+}
+
 func wordPiece(i, word int) string {
 	if i == 0 {
 		return words[word]
@@ -141,11 +150,17 @@ func (c *chunkEncoder) appendToken(dst []byte, i, word int, finish string) []byt
 }
 
 // appendUsageFrame is the final usage frame of stream_options.include_usage:
-// no choices, the totals.
-func (c *chunkEncoder) appendUsageFrame(dst []byte, completion int) []byte {
+// no choices, the totals, and prompt_tokens_details when cached >= 0
+// (--enable-prompt-tokens-details).
+func (c *chunkEncoder) appendUsageFrame(dst []byte, completion, cached int) []byte {
 	dst = append(dst, c.head...)
 	dst = append(dst, `],"usage":`...)
 	dst = appendUsage(dst, c.promptTokens, completion)
+	if cached >= 0 {
+		dst = append(dst[:len(dst)-1], `,"prompt_tokens_details":{"cached_tokens":`...)
+		dst = strconv.AppendInt(dst, int64(cached), 10)
+		dst = append(dst, "}}"...)
+	}
 	return append(dst, "}\n\n"...)
 }
 
@@ -181,7 +196,11 @@ func (e *Engine) stream(w http.ResponseWriter, r *http.Request, t *ticket, j *jo
 		return
 	}
 	if o.IncludeUsage {
-		sw.buf = enc.appendUsageFrame(sw.buf, n)
+		cached := -1
+		if e.cfg.EnablePromptTokensDetails {
+			cached = j.cachedTokens
+		}
+		sw.buf = enc.appendUsageFrame(sw.buf, n, cached)
 	}
 	sw.buf = append(sw.buf, doneFrame...)
 	_ = sw.send()
