@@ -91,7 +91,7 @@ func (a *App) Run(ctx context.Context) error {
 	loadDone := make(chan struct{})
 	go func() {
 		defer close(loadDone)
-		a.Balancer.Watch(ctx, a.Server.Routes(), engineLoad(a.Stats))
+		a.Balancer.Watch(ctx, a.Server.Routes(), engineLoad(a.Stats, a.Balancer.Config().ScrapeInterval))
 	}()
 	err := a.Server.Run(ctx)
 	cancel()

@@ -10,13 +10,16 @@ import (
 )
 
 // engineLoad reads a replica's load from its engine's /metrics through
-// the stats scraper (shared with /stats.json). The numbers are the whole
+// the stats scraper (shared with /stats.json), at most half an interval
+// old. The numbers are the whole
 // engine's, every model it serves: they share its batch and its KV cache.
 // An engine that publishes no request counts has no load to compare and
 // counts as stale.
-func engineLoad(st *stats.Stats) balance.ReadLoad {
+func engineLoad(st *stats.Stats, every time.Duration) balance.ReadLoad {
 	return func(ctx context.Context, rt *routes.Route) balance.EngineLoad {
-		fams, err := st.Scrape(ctx, rt)
+		// A page's scrape from this round may serve; an older one would
+		// make the load older than the interval says.
+		fams, err := st.Scrape(ctx, rt, every/2)
 		l := balance.EngineLoad{At: time.Now()}
 		if err != nil {
 			return l

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 	"github.com/fe64bb06/frontdoor/mentat/serve/stats"
@@ -34,7 +35,7 @@ func TestEngineLoadTotals(t *testing.T) {
 	defer engine.Close()
 	var h routes.Holder
 	st := stats.New(&h, nil, engine.Client(), nil)
-	read := engineLoad(st)
+	read := engineLoad(st, time.Second)
 	rt, _ := routes.NewRoute("glm53", "g", engine.URL+"/v1", "")
 	l := read(context.Background(), rt)
 	if !l.OK || l.Running != 10 || l.Waiting != 11 || !l.HasKV || l.At.IsZero() {

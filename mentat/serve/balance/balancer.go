@@ -48,6 +48,10 @@ type EngineLoad struct {
 	// request counts (the replica counts as busy, as when At is old).
 	At time.Time
 	OK bool
+	// Own is how many requests the router had in flight to the engine
+	// when the scrape ended (Watch sets it): the part of Running+Waiting
+	// that is the router's own, already counted live.
+	Own float64
 }
 
 // New returns a Balancer. Its metrics are registered on reg (nil: not
@@ -269,10 +273,13 @@ func hrw(key uint64, group string) uint64 {
 }
 
 // score is a replica's rank and load. Load is the router's own in-flight
-// count, or the engine's running plus waiting when that is higher (others
-// send to it too, or the count is older than what the router sent);
-// waiting requests count twice, since a queue means the engine is full,
-// and a KV cache past KVFull adds Threshold. Without fresh engine numbers
+// count now (exact) plus the engine's requests that were not the
+// router's at the last scrape (running + waiting − Own: other clients of
+// the engine), plus the waiting requests once more, since a queue means
+// the engine is full, plus Threshold when the KV cache is past KVFull.
+// The scrape is up to a few hundred milliseconds old; subtracting what
+// the router itself had in flight then keeps a stale count of the
+// router's own requests from weighing twice. Without fresh engine numbers
 // the load is the in-flight count alone and the rank is stale.
 func (b *Balancer) score(st *replicaState, rt *routes.Route, now time.Time) (int, float64) {
 	own := float64(st.inflight.Load())
@@ -288,7 +295,7 @@ func (b *Balancer) score(st *replicaState, rt *routes.Route, now time.Time) (int
 	if l == nil || !l.OK || now.Sub(l.At) > b.cfg.staleAfter() {
 		return max(rank, rankStale), own
 	}
-	load := max(own, l.Running+l.Waiting) + l.Waiting
+	load := own + max(0, l.Running+l.Waiting-l.Own) + l.Waiting
 	if l.HasKV && l.KV >= KVFull {
 		load += b.cfg.Threshold
 	}

@@ -211,6 +211,14 @@ func TestWaitingAndKVWeigh(t *testing.T) {
 	if d := f.b.Choose(f.reps, Request{Model: "m"}); d.Order[0].Group != "g0" {
 		t.Errorf("a full KV cache should add the threshold: chose %s", d.Order[0].Group)
 	}
+	// Requests the router had in flight at the scrape are not counted
+	// twice: g0's engine ran 5, 3 of them the router's, which now has 1.
+	f.b.Observe("g0", EngineLoad{Running: 5, Own: 3, At: f.now, OK: true})
+	tk := f.b.Start(Request{Model: "m"}, f.reps[0], Load, 0)
+	if info := f.b.Info(f.reps[0]); info.Load != 1+2 {
+		t.Errorf("g0 load %v, want 1 in flight + 2 from other clients", info.Load)
+	}
+	tk.End()
 	// The router's own count wins when the scrape is behind it.
 	f.b.Observe("g0", EngineLoad{At: f.now, OK: true})
 	f.b.Observe("g1", EngineLoad{At: f.now, OK: true})

@@ -43,7 +43,9 @@ func (b *Balancer) watchRound(ctx context.Context, snap *routes.Snapshot, read R
 		wg.Go(func() {
 			rctx, cancel := context.WithTimeout(ctx, b.cfg.ScrapeTimeout)
 			defer cancel()
-			b.Observe(g, read(rctx, rt))
+			l := read(rctx, rt)
+			l.Own = float64(b.replica(g).inflight.Load())
+			b.Observe(g, l)
 		})
 	}
 	wg.Wait()

@@ -77,15 +77,16 @@ type RoutingRow struct {
 // SetRouting makes rows carry the balancer's view; call it before serving.
 func (s *Stats) SetRouting(r Routing) { s.routing = r }
 
-// Scrape returns the exposition of the engine behind rt, sharing the
-// cache and the in-progress scrape with the document (the balancer's
-// load reads and the page cost one scrape per engine per TTL).
-func (s *Stats) Scrape(ctx context.Context, rt *routes.Route) (Families, error) {
+// Scrape returns the exposition of the engine behind rt, reusing a cached
+// one younger than maxAge and sharing a scrape in progress with the
+// document: the balancer's load reads and the page cost one scrape per
+// engine per interval.
+func (s *Stats) Scrape(ctx context.Context, rt *routes.Route, maxAge time.Duration) (Families, error) {
 	u := metricsURL(rt)
 	if u == "" {
 		return nil, fmt.Errorf("route for %s has no engine URL", rt.Model)
 	}
-	return s.scraper.get(ctx, u)
+	return s.scraper.getFresh(ctx, u, maxAge)
 }
 
 // Document is the /stats.json body.

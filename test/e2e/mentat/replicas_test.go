@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/testproc"
+	"github.com/fe64bb06/frontdoor/mentat/serve/stats"
 )
 
 const replicaModel = "shared-7b"
@@ -91,25 +91,11 @@ func (r *router) waitReplicas(t *testing.T, n int) {
 // engineMetric sums every series of a metric on e's /metrics.
 func engineMetric(t *testing.T, e *engine, name string) float64 {
 	t.Helper()
-	resp, err := client.Get("http://127.0.0.1:" + itoa(e.port) + "/metrics")
+	fams, err := stats.FetchMetrics(context.Background(), client, "http://127.0.0.1:"+itoa(e.port)+"/metrics")
 	if err != nil {
 		t.Fatalf("%s /metrics: %v", e.group, err)
 	}
-	defer resp.Body.Close()
-	sum := 0.0
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		f := strings.Fields(line)
-		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
-			sum += v
-		}
-	}
-	return sum
+	return fams.Total(name)
 }
 
 // served is how many requests each engine has finished.
