@@ -27,6 +27,7 @@ func markdown(cfg Config, r Result) string {
 	fmt.Fprintf(&b, "Workloads: **shared**, %d tenants per replica, each with its own %d-token system prompt, picked at random, "+
 		"and a short question; **distinct**, %d-token prompts that share nothing; **preloaded**, %d-token distinct prompts while "+
 		"replica 0's 16 slots are held by %d-token generations sent to its engine directly (not through the router). "+
+		"Every request carries `X-Session-ID` (the tenant in the shared workload, unique otherwise) for the session policy. "+
 		"Hit rate is the engines' own prefix-cache hits over queries (tokens) during the step; every policy's prompts carry "+
 		"their own salt, so no policy finds a cache another warmed.\n\n",
 		tenantsPerRep, systemWords, distinctWords, preloadWords, preloadTokens)

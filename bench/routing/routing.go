@@ -315,19 +315,24 @@ func hash(s string) uint64 {
 // prompt builds the i-th request body of a step; salt names the step, so
 // no two requests of a curve are the same (tenants' system prompts are the
 // curve's, shared by its steps).
-func (b *bench) prompt(w, salt string, i int, r *rand.Rand, tenants []string) []byte {
+// The session key (X-Session-ID, for the session policy) is the tenant,
+// or unique per request when there is none.
+func (b *bench) prompt(w, salt string, i int, r *rand.Rand, tenants []string) (body []byte, session string) {
 	var msgs []map[string]string
+	session = fmt.Sprint(salt, "-", i)
 	switch w {
 	case Shared:
-		msgs = []map[string]string{{"role": "system", "content": tenants[r.IntN(len(tenants))]},
+		t := r.IntN(len(tenants))
+		session = fmt.Sprint("tenant-", t)
+		msgs = []map[string]string{{"role": "system", "content": tenants[t]},
 			{"role": "user", "content": fmt.Sprintf("question %d of %s: what is the status?", i, salt)}}
 	case Distinct:
 		msgs = []map[string]string{{"role": "user", "content": fmt.Sprintf("%s %d: %s", salt, i, words(fmt.Sprint(salt, i), distinctWords))}}
 	default:
 		msgs = []map[string]string{{"role": "user", "content": fmt.Sprintf("%s %d: %s", salt, i, words(fmt.Sprint(salt, i), preloadWords))}}
 	}
-	body, _ := json.Marshal(map[string]any{"model": model, "stream": true, "max_tokens": maxTokens, "ignore_eos": true, "messages": msgs})
-	return body
+	body, _ = json.Marshal(map[string]any{"model": model, "stream": true, "max_tokens": maxTokens, "ignore_eos": true, "messages": msgs})
+	return body, session
 }
 
 // step offers rate requests/s for one Duration with Poisson arrivals and
@@ -361,7 +366,7 @@ func (b *bench) step(ctx context.Context, cfg Config, w, policy, salt string, ra
 	at := time.Duration(0)
 	last := start
 	for i := range n {
-		body := b.prompt(w, stepSalt, i, r, tenants)
+		body, session := b.prompt(w, stepSalt, i, r, tenants)
 		at += time.Duration(r.ExpFloat64() / rate * float64(time.Second))
 		if d := time.Until(start.Add(at)); d > 0 {
 			select {
@@ -372,7 +377,7 @@ func (b *bench) step(ctx context.Context, cfg Config, w, policy, salt string, ra
 			}
 		}
 		wg.Go(func() {
-			ttft, err := b.stream(ctx, url, body)
+			ttft, err := b.stream(ctx, url, body, session)
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil {
@@ -406,11 +411,12 @@ func (b *bench) step(ctx context.Context, cfg Config, w, policy, salt string, ra
 
 // stream sends one streaming request and returns the time to its first
 // frame; it fails unless the stream ends with [DONE].
-func (b *bench) stream(ctx context.Context, url string, body []byte) (time.Duration, error) {
+func (b *bench) stream(ctx context.Context, url string, body []byte, session string) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(string(body)))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Session-ID", session)
 	sent := time.Now()
 	resp, err := b.client.Do(req)
 	if err != nil {

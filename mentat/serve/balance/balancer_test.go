@@ -430,3 +430,31 @@ func value(c prometheus.Metric) float64 {
 	}
 	return m.Gauge.GetValue()
 }
+
+func TestWatchRunsUntilCancelled(t *testing.T) {
+	b := New(Config{Policy: LeastLoaded, ScrapeInterval: time.Millisecond}, nil)
+	rt := replicas(t, 1, time.Now())[0]
+	var h routes.Holder
+	h.Store(routes.NewReplicated(time.Now(), map[string][]*routes.Route{"m": {rt}}, nil, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	rounds := make(chan struct{}, 100)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.Watch(ctx, &h, func(context.Context, *routes.Route) EngineLoad {
+			select {
+			case rounds <- struct{}{}:
+			default: // the test stopped counting
+			}
+			return EngineLoad{Running: 2, At: time.Now(), OK: true}
+		})
+	}()
+	for range 3 {
+		<-rounds
+	}
+	cancel()
+	<-done
+	if info := b.Info(rt); info.State != "ready" || info.Load != 2 {
+		t.Errorf("after the rounds: %+v", info)
+	}
+}
