@@ -22,7 +22,8 @@ func markdown(cfg Config, r Result) string {
 		"Each step offers Poisson arrivals for %s at the rate shown, every request a stream of %d tokens "+
 		"(`ignore_eos`); TTFT is the time to the first frame at the client, a failed request counts as %s. "+
 		"A policy's ladder stops after the first step whose p90 passes %s or that fails a request. "+
-		"The knee is the highest rate whose p90 TTFT is within %s with every request served.\n\n",
+		"Goodput is the requests served over the arrival window; the knee is the highest rate whose p90 TTFT is within %s "+
+		"with every request served, and the throughput there is its goodput.\n\n",
 		cfg.Replicas, strings.Join(engineFlags, " "), cfg.Duration, maxTokens, requestTimeout, stopP90, kneeP90)
 	fmt.Fprintf(&b, "Workloads: **shared**, %d tenants per replica, each with its own %d-token system prompt, picked at random, "+
 		"and a short question; **distinct**, %d-token prompts that share nothing; **preloaded**, %d-token distinct prompts while "+
@@ -55,7 +56,7 @@ func markdown(cfg Config, r Result) string {
 			}
 			fmt.Fprintf(&b, "### %d replicas, %s\n\n", n, w)
 			b.WriteString(harness.Table([]string{"policy", "knee (req/s offered)", "throughput at the knee (req/s)", "p90 TTFT there (s)", "hit rate there"}, knees, true) + "\n")
-			b.WriteString(harness.Table([]string{"policy", "offered req/s", "served req/s", "p50 TTFT (s)", "p90 (s)", "p99 (s)", "prefix hit rate", "success"}, steps, true) + "\n")
+			b.WriteString(harness.Table([]string{"policy", "offered req/s", "goodput req/s", "p50 TTFT (s)", "p90 (s)", "p99 (s)", "prefix hit rate", "success"}, steps, true) + "\n")
 		}
 	}
 	return b.String()
@@ -107,7 +108,12 @@ func (r Result) KneeRatio(n int, w, policy, base string) (float64, Comparison) {
 		return 0, Comparison{Known: true, Measured: fmt.Sprintf("%s has no knee; %s's is %.1f req/s", base, policy, ka.Throughput)}
 	}
 	ratio := ka.Throughput / kb.Throughput
-	return ratio, Comparison{Known: true, Measured: fmt.Sprintf("%.2f× (%.1f vs %.1f req/s)", ratio, ka.Throughput, kb.Throughput)}
+	bound := ""
+	if last := a.Steps[len(a.Steps)-1]; last.Rate == ka.Rate {
+		// The ladder ended below the policy's knee: a lower bound.
+		bound = "≥ "
+	}
+	return ratio, Comparison{Known: true, Measured: fmt.Sprintf("%s%.2f× (%.1f vs %.1f req/s)", bound, ratio, ka.Throughput, kb.Throughput)}
 }
 
 // PreloadedP99 compares prefix's p99 TTFT with round-robin's on the
