@@ -20,12 +20,25 @@ func runRouter(ctx context.Context, cfg config) (string, []target, error) {
 		return "", []target{
 			{goal: "router added p50 < 0.2 ms (issue 4)"},
 			{goal: "router throughput ≥ Nginx's (issue 4)"},
+			{goal: "router added p50 ≤ 0.1 ms, small requests (issue 17)"},
+			{goal: "router CPU per request ≤ 2.5× Nginx's, small requests (issue 17)"},
+			{goal: "router 1 MiB body throughput ≥ 0.9× Nginx's (issue 17)"},
+			{goal: "streams: TTFF and gaps 1.00–1.01× direct, no coalesced frames (issue 17)"},
 		}, err
 	}
+	streamsOK := r.StreamTTFF <= 1.01 && r.StreamGap <= 1.01 && r.StreamCoalesced == 0
 	return r.Markdown, []target{
 		{goal: "router added p50 < 0.2 ms, small requests (issue 4)", known: true, met: r.AddedP50 < 200*time.Microsecond,
 			measured: fmt.Sprintf("%s ms (Nginx adds %s ms)", harness.Ms(r.AddedP50), harness.Ms(r.NginxAddedP50))},
 		{goal: "router throughput ≥ Nginx's, small requests (issue 4)", known: true, met: r.RouterVsNginx >= 1,
 			measured: fmt.Sprintf("%.2f× Nginx", r.RouterVsNginx)},
+		{goal: "router added p50 ≤ 0.1 ms, small requests (issue 17)", known: true, met: r.AddedP50 <= 100*time.Microsecond,
+			measured: fmt.Sprintf("%s ms (Nginx adds %s ms)", harness.Ms(r.AddedP50), harness.Ms(r.NginxAddedP50))},
+		{goal: "router CPU per request ≤ 2.5× Nginx's, small requests (issue 17)", known: r.NginxCPU > 0, met: r.CPUVsNginx <= 2.5,
+			measured: fmt.Sprintf("%.1f µs vs Nginx's %.1f µs: %.2f×", r.RouterCPU, r.NginxCPU, r.CPUVsNginx)},
+		{goal: "router 1 MiB body throughput ≥ 0.9× Nginx's (issue 17)", known: r.BigVsNginx > 0, met: r.BigVsNginx >= 0.9,
+			measured: fmt.Sprintf("%.2f× Nginx at 1 connection, %.2f× at 8", r.BigVsNginx1, r.BigVsNginx8)},
+		{goal: "streams: TTFF and gaps 1.00–1.01× direct, no coalesced frames (issue 17)", known: r.StreamTTFF > 0, met: streamsOK,
+			measured: fmt.Sprintf("TTFF p50 %.2f×, gap p50 %.2f× direct, %d coalesced", r.StreamTTFF, r.StreamGap, r.StreamCoalesced)},
 	}, nil
 }

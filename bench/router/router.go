@@ -81,6 +81,16 @@ type Result struct {
 	// connection; RouterVsNginx the router's throughput over Nginx's.
 	AddedP50, NginxAddedP50 time.Duration
 	RouterVsNginx           float64
+	// RouterCPU and NginxCPU are the proxy's CPU µs per request, small
+	// requests at Conns connections; CPUVsNginx their ratio.
+	RouterCPU, NginxCPU, CPUVsNginx float64
+	// BigVsNginx is the router's 1 MiB throughput over Nginx's, the lower
+	// of the 1- and 8-connection loads (BigVsNginx1, BigVsNginx8).
+	BigVsNginx, BigVsNginx1, BigVsNginx8 float64
+	// Streams are the router's stream figures over direct's: TTFF p50 and
+	// gap p50 ratios, and frames that arrived coalesced (gap < 1 ms).
+	StreamTTFF, StreamGap float64
+	StreamCoalesced       int
 }
 
 // Run starts the cluster and Nginx, measures, stops them.
@@ -188,12 +198,25 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			res.AddedP50 = aggs["router"].P50 - d.P50
 			res.NginxAddedP50 = aggs["nginx"].P50 - d.P50
 		}
+		if !l.small && aggs["nginx"].RPS > 0 {
+			if v := aggs["router"].RPS / aggs["nginx"].RPS; l.conns == 1 {
+				res.BigVsNginx1 = v
+			} else {
+				res.BigVsNginx8 = v
+			}
+		}
 		if l.small && l.conns > 1 {
 			res.RouterVsNginx = aggs["router"].RPS / aggs["nginx"].RPS
+			res.RouterCPU, res.NginxCPU = aggs["router"].CPUus["proxy"], aggs["nginx"].CPUus["proxy"]
+			if res.NginxCPU > 0 {
+				res.CPUVsNginx = res.RouterCPU / res.NginxCPU
+			}
 			fmt.Fprintf(&b, "What limits throughput here: %s %s\n\n", compare.Limit("router", aggs["router"], "proxy", "engine", d),
 				compare.Limit("Nginx", aggs["nginx"], "proxy", "engine", d))
 		}
 	}
+
+	res.BigVsNginx = min(res.BigVsNginx1, res.BigVsNginx8)
 
 	rows := [][]string{}
 	sd := medianStreams(sres["direct"])
@@ -204,6 +227,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			harness.Ratio(float64(s.Gap50), float64(sd.Gap50)), fmt.Sprintf("%d / %d", s.Coalesced, s.Gaps), fmt.Sprintf("%d (%d differ)", s.Frames, s.FramesDiffer)})
 		if s.FirstError != "" {
 			fmt.Fprintf(&b, "First stream error via %s: `%s`\n\n", p, s.FirstError)
+		}
+		if p == "router" && sd.TTFF50 > 0 && sd.Gap50 > 0 {
+			res.StreamTTFF, res.StreamGap = float64(s.TTFF50)/float64(sd.TTFF50), float64(s.Gap50)/float64(sd.Gap50)
+			res.StreamCoalesced = s.Coalesced
 		}
 	}
 	fmt.Fprintf(&b, "**streams, %d at once** (the engine sends the first frame after %s, then one every %s; a path that "+

@@ -132,9 +132,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	b.WriteString(harness.Table([]string{"", ""}, rows, false))
 	b.WriteString("\nWhat a stream costs: a client connection (net/http's server: a goroutine and 4 KiB read and write " +
-		"buffers) and an upstream connection (the proxy's own HTTP/1.1 client: a 4 KiB read buffer), plus the 32 KiB relay buffer " +
-		"(`copyBufSize` in mentat/serve/proxy/stream.go) a stream holds while it is open, and the goroutine stacks: about the " +
-		"measured figure. No target was set in the issues.\n")
+		"buffers) and an upstream connection (net/http's Transport: a read and a write goroutine, 4 KiB read and write buffers), " +
+		"plus the 32 KiB relay buffer (`httpx.CopyBufSize` in internal/httpx) a stream holds while it is open, of which an idle " +
+		"stream has touched only the pages its frames filled, and the goroutine stacks. Target (issue 17): at most 40 KiB.\n")
 	return Result{Markdown: b.String(), Opened: r.Opened, BytesPerStream: per}, nil
 }
 

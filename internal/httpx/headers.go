@@ -48,6 +48,23 @@ func isHopByHop(k string, named []string) bool {
 	return false
 }
 
+// NamedInConnection reports whether h's Connection header names the field
+// key (canonical), which makes it hop-by-hop.
+func NamedInConnection(h http.Header, key string) bool {
+	for _, f := range connectionNamed(h) {
+		if f == key {
+			return true
+		}
+	}
+	return false
+}
+
+// IsEventStream reports whether a Content-Type is text/event-stream.
+func IsEventStream(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
+}
+
 // CopyResponseHeader copies an upstream answer's header into the client's,
 // without hop-by-hop fields (including those the upstream named in its
 // Connection header). The values are copied into one backing array (one

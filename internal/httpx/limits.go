@@ -1,6 +1,7 @@
 package httpx
 
 import (
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -65,13 +66,16 @@ func (l Limits) WithDefaults() Limits {
 }
 
 // Server returns the http.Server of a listener with these limits. It sets
-// no ReadTimeout or WriteTimeout: those would cut streams, so bodies and
-// answers get their deadlines per request (BodyDeadline, WriteDeadline,
-// or the proxy's own for streams).
+// no ReadTimeout or WriteTimeout, which would cut streams: every request
+// starts with a write deadline WriteTimeout away (for the answers handlers
+// make at once: refusals, status, metrics), and a handler that answers
+// later or streams sets its own (WriteDeadline, StreamWriter,
+// NoWriteDeadline, the proxy's SERVING_TIMEOUT_S). Bodies get BodyDeadline
+// from the handler that reads them.
 func (l Limits) Server(h http.Handler, errorLog *log.Logger) *http.Server {
 	l = l.WithDefaults()
 	return &http.Server{
-		Handler:           h,
+		Handler:           l.writeDeadlines(h),
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
@@ -104,13 +108,42 @@ func (l Limits) WriteDeadline(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(l.WithDefaults().WriteTimeout))
 }
 
-// WriteDeadlines wraps a handler whose answers are never streams: its
-// connection's write deadline is WriteTimeout from the request's start.
-func (l Limits) WriteDeadlines(h http.Handler) http.Handler {
+// writeDeadlines starts every request with a write deadline WriteTimeout
+// away. It is set per request, not left from the last one: net/http
+// keeps a connection's deadline across keep-alive requests.
+func (l Limits) writeDeadlines(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l.WriteDeadline(w)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// NoWriteDeadline wraps a handler whose answers may be streams of any
+// length, bounded by the handler's own timeouts: it lifts the write
+// deadline the request started with.
+func NoWriteDeadline(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		h.ServeHTTP(w, r)
+	})
+}
+
+// StreamWriter is w for a stream: each write must be taken by the client
+// within WriteTimeout (the deadline moves with every write), so a client
+// that stops reading a stream is cut, one that reads slowly is not.
+func (l Limits) StreamWriter(w http.ResponseWriter) io.Writer {
+	return &streamWriter{w: w, rc: http.NewResponseController(w), d: l.WithDefaults().WriteTimeout}
+}
+
+type streamWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (s *streamWriter) Write(p []byte) (int, error) {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.d))
+	return s.w.Write(p)
 }
 
 // LimitListener accepts at most n connections at once (n < 0: no limit);

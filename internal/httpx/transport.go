@@ -1,6 +1,8 @@
 package httpx
 
 import (
+	"context"
+	"io"
 	"net"
 	"net/http"
 	"time"
@@ -11,8 +13,7 @@ import (
 // reading at this size instead of buffering the head.
 const MaxResponseHeaderBytes = 64 << 10
 
-// CopyBufSize is the buffer an answer streams through (Relay), also the
-// Transport's read and write buffer sizes.
+// CopyBufSize is the buffer an answer streams through (Relay).
 const CopyBufSize = 32 << 10
 
 // TransportConfig is one kind of upstream (engines; model servers).
@@ -47,12 +48,16 @@ type TransportConfig struct {
 // make it so for net/http). A retry would re-send work the upstream may
 // already be doing.
 func NewTransport(c TransportConfig) *http.Transport {
+	d := &net.Dialer{Timeout: c.DialTimeout, KeepAlive: 30 * time.Second}
 	return &http.Transport{
 		Proxy: nil,
-		DialContext: (&net.Dialer{
-			Timeout:   c.DialTimeout,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return bodyConn{conn}, nil
+		},
 		MaxIdleConns:           0, // no total cap; per host below
 		MaxIdleConnsPerHost:    c.MaxIdleConnsPerHost,
 		MaxConnsPerHost:        c.MaxConnsPerHost,
@@ -61,7 +66,30 @@ func NewTransport(c TransportConfig) *http.Transport {
 		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 		DisableCompression:     true,
 		ForceAttemptHTTP2:      false,
-		ReadBufferSize:         CopyBufSize,
-		WriteBufferSize:        CopyBufSize,
+		// Read and write buffers keep net/http's 4 KiB: every open stream
+		// holds both for its whole life, and a large read (Relay's 32 KiB)
+		// bypasses the read buffer anyway.
 	}
+}
+
+// bodyConn is an upstream connection that writes a Body straight from
+// its buffer. The Transport writes a body of known length as
+// io.Copy(conn, io.LimitReader(body, n)); the LimitedReader hides the
+// body's WriteTo, so io.Copy would copy it through a fresh 32 KiB buffer.
+// ReadFrom recognises that shape and writes the bytes from the Body's
+// buffer: no copy, no allocation.
+type bodyConn struct{ net.Conn }
+
+func (c bodyConn) ReadFrom(r io.Reader) (int64, error) {
+	if lr, ok := r.(*io.LimitedReader); ok {
+		if br, ok := lr.R.(*bodyReader); ok && int64(br.Len()) <= lr.N {
+			n, err := br.WriteTo(c.Conn)
+			lr.N -= n
+			return n, err
+		}
+	}
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
 }

@@ -67,9 +67,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		trigger: make(chan struct{}, 1),
 		builder: builder{poll: cfg.PollInterval, fresh: cfg.ProbeFresh, allow: allow, subnets: cfg.Subnets},
 	}
-	s.mux.Handle("GET /v1/models", cfg.Edge.WriteDeadlines(http.HandlerFunc(s.handleModels)))
-	s.mux.Handle("GET /status.json", cfg.Edge.WriteDeadlines(http.HandlerFunc(s.handleStatus)))
-	s.mux.Handle("GET /healthz", cfg.Edge.WriteDeadlines(http.HandlerFunc(handleHealthz)))
+	s.mux.HandleFunc("GET /v1/models", s.handleModels)
+	s.mux.HandleFunc("GET /status.json", s.handleStatus)
+	s.mux.HandleFunc("GET /healthz", handleHealthz)
 	return s, nil
 }
 

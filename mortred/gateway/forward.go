@@ -74,21 +74,22 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	httpx.CopyResponseHeader(h, resp.Header)
 	in.abandon(w)
 	h["X-Mortred-Model"] = []string{u.ID}
+	// The client has WriteTimeout from now to take the answer, or, for a
+	// stream, each chunk.
+	g.cfg.Edge.WriteDeadline(w)
 	if rewriteJobs {
-		g.cfg.Edge.WriteDeadline(w)
 		g.writeJobAnswer(w, r, u, resp)
 	} else {
 		var flush func() error
+		var dst io.Writer = w
 		if needsFlush(resp) {
-			// A stream: no write deadline (the model server's deadline
-			// ends it). A failed flush shows in the next write.
+			// A failed flush shows in the next write.
 			rc := http.NewResponseController(w)
 			flush = func() error { _ = rc.Flush(); return nil }
-		} else {
-			g.cfg.Edge.WriteDeadline(w)
+			dst = g.cfg.Edge.StreamWriter(w)
 		}
 		w.WriteHeader(resp.StatusCode)
-		if readErr, writeErr := httpx.Relay(w, flush, resp.Body, nil, nil); writeErr != nil {
+		if readErr, writeErr := httpx.Relay(dst, flush, resp.Body, nil, nil); writeErr != nil {
 			g.abortMidResponse(r, u, fmt.Errorf("%w: %w", errClientWrite, writeErr))
 		} else if readErr != nil {
 			g.abortMidResponse(r, u, readErr)
@@ -116,7 +117,6 @@ func (g *Gateway) roundTrip(r *http.Request, u *Upstream, path string, body io.R
 
 // refuse answers a request the gateway itself turns away.
 func (g *Gateway) refuse(w http.ResponseWriter, st *upstreamState, code int, es envelope.Status, msg string) {
-	g.cfg.Edge.WriteDeadline(w)
 	writeEnvelope(w, code, es, msg, "")
 	st.request(code)
 }
@@ -190,11 +190,7 @@ func urlErrorOp(method string) string {
 // stream, or one whose length is unknown (progressive output). A body of
 // known length goes out through the response buffer like any other.
 func needsFlush(resp *http.Response) bool {
-	if resp.ContentLength < 0 {
-		return true
-	}
-	mt, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
-	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
+	return resp.ContentLength < 0 || httpx.IsEventStream(resp.Header.Get("Content-Type"))
 }
 
 // forwardedFor is the X-Forwarded-For the model server sees. The model
@@ -204,6 +200,9 @@ func needsFlush(resp *http.Response) bool {
 // own X-Forwarded-For is then kept as it is.
 func forwardedFor(r *http.Request) string {
 	vv := r.Header["X-Forwarded-For"]
+	if len(vv) > 0 && httpx.NamedInConnection(r.Header, "X-Forwarded-For") {
+		vv = nil // the client made it hop-by-hop
+	}
 	var prior string
 	switch len(vv) {
 	case 0:
@@ -230,9 +229,18 @@ var errClientWrite = errors.New("writing to the client failed")
 
 // upstreamError classifies a failure before any response byte was sent.
 func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, u *Upstream, in *eofReader, err error) {
+	// The wait for the model may have outlasted the request's first
+	// write deadline.
 	g.cfg.Edge.WriteDeadline(w)
 	var tooLarge *http.MaxBytesError
 	switch {
+	case in.timedOut():
+		// The body did not arrive in time (net/http then also ends the
+		// request's context, so this comes before the hang-up case).
+		w.Header().Set("Connection", "close")
+		writeEnvelope(w, http.StatusRequestTimeout, statusInvalid,
+			fmt.Sprintf("the request body was not received within %s ([gateway] body_timeout_ms); send it faster", g.cfg.Edge.BodyTimeout), "")
+		g.metrics.request(u.ID, http.StatusRequestTimeout)
 	case r.Context().Err() != nil:
 		// The client hung up: not the model's fault and not a 502. Nothing
 		// was served; returning without a write would make net/http
@@ -250,11 +258,6 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, u *Upstr
 			fmt.Sprintf("model %s is not running or still loading (connection refused at %s); start it with `mortredctl start %s` or retry shortly", u.ID, u.Addr, u.ID), "")
 		g.metrics.upstreamErrors.WithLabelValues(u.ID, "refused").Inc()
 		g.metrics.request(u.ID, http.StatusServiceUnavailable)
-	case isTimeout(err) && !bodyDone(in):
-		w.Header().Set("Connection", "close")
-		writeEnvelope(w, http.StatusRequestTimeout, statusInvalid,
-			fmt.Sprintf("the request body was not received within %s ([gateway] body_timeout_ms); send it faster", g.cfg.Edge.BodyTimeout), "")
-		g.metrics.request(u.ID, http.StatusRequestTimeout)
 	default:
 		g.log.Warn("gateway_upstream_failed", "model", u.ID, "addr", u.Addr, "err", err)
 		writeEnvelope(w, http.StatusBadGateway, statusServerError,
@@ -354,6 +357,8 @@ type eofReader struct {
 	// done runs at the body's end (it lifts the body's read deadline).
 	done func()
 	eof  atomic.Bool
+	// timeout is set when a read of the client's body hit its deadline.
+	timeout atomic.Bool
 	// mu is held by Read, so abandon can wait out a read in progress.
 	mu        sync.Mutex
 	abandoned bool
@@ -366,15 +371,19 @@ func (e *eofReader) Read(p []byte) (int, error) {
 		return 0, errBodyAbandoned
 	}
 	n, err := e.r.Read(p)
-	if err == io.EOF && !e.eof.Swap(true) && e.done != nil {
-		e.done()
+	switch {
+	case err == io.EOF:
+		if !e.eof.Swap(true) && e.done != nil {
+			e.done()
+		}
+	case err != nil && isTimeout(err):
+		e.timeout.Store(true)
 	}
 	return n, err
 }
 
-// bodyDone reports whether the client's body was read to its end (true
-// when there was none).
-func bodyDone(e *eofReader) bool { return e == nil || e.eof.Load() }
+// timedOut reports whether reading the client's body hit its deadline.
+func (e *eofReader) timedOut() bool { return e != nil && e.timeout.Load() }
 
 var errBodyAbandoned = errors.New("the model server answered before the request body ended")
 

@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/logx"
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testproc.IgnoreRSTAvoidance) }
 
 const (
 	tok      = "inference-token"

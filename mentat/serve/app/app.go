@@ -66,16 +66,18 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	st := stats.New(routes, inflight{px.Inflight()}, scrapeClient, log)
 	st.SetRouting(routing{bal})
 
-	// The proxy sets its own deadlines (streams); the MCP endpoint's
-	// answers may be streams; every other answer gets the edge's
-	// WriteTimeout.
-	srv.Handle("/", root(px, cfg.Edge.WriteDeadlines(ui.Handler(status)), cfg.Edge))
-	srv.Handle("/mcp", ep)
-	srv.Handle("GET /stats.json", cfg.Edge.WriteDeadlines(st.Handler()))
+	// Every answer must be written within SERVE_WRITE_TIMEOUT_S of the
+	// request's start (httpx.Limits.Server) but the proxy's, which sets
+	// its own (SERVING_TIMEOUT_S for streams), and those of the two
+	// handlers that wait on engines for up to MCP_TIMEOUT_S first (the
+	// MCP endpoint's may be streams).
+	srv.Handle("/", root(px, ui.Handler(status)))
+	srv.Handle("/mcp", httpx.NoWriteDeadline(ep))
+	srv.Handle("GET /stats.json", st.Handler())
 	// The router owns this route: vLLM has none, and the engine's
 	// /v1/responses/{id} pattern would answer 405.
-	srv.Handle("POST /v1/responses/input_tokens", tokens.New(routes, cfg.MCPTimeout, &http.Client{Transport: proxy.NewTransport()}))
-	srv.Handle("GET /metrics", cfg.Edge.WriteDeadlines(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	srv.Handle("POST /v1/responses/input_tokens", httpx.NoWriteDeadline(tokens.New(routes, cfg.MCPTimeout, &http.Client{Transport: proxy.NewTransport()})))
+	srv.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, Balancer: bal, log: log}, nil
 }
 
@@ -105,18 +107,13 @@ func (a *App) Run(ctx context.Context) error {
 // root serves what no specific route claims: any POST goes to the proxy
 // (it routes by the body's model), GET / to the status page or document,
 // anything else is a JSON 404/405 in the proxy's error shape.
-func root(px http.Handler, page http.Handler, edge httpx.Limits) http.Handler {
+func root(px http.Handler, page http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.Method == http.MethodPost:
 			px.ServeHTTP(w, r)
-			return
 		case (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path == "/" && page != nil:
 			page.ServeHTTP(w, r)
-			return
-		}
-		edge.WriteDeadline(w)
-		switch {
 		case r.Method == http.MethodGet || r.Method == http.MethodHead:
 			proxy.WriteError(w, &proxy.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
 				Message: "no route for GET " + r.URL.Path + "; try GET /v1/models, /status.json, /stats.json or POST with a model"})

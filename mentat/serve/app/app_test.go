@@ -1,26 +1,38 @@
 package app
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/internal/envconf"
 	"github.com/fe64bb06/frontdoor/internal/logx"
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/mentat/serve"
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testproc.IgnoreRSTAvoidance) }
 
 // startApp runs the whole router on loopback with no daemons: every route
 // is mounted, nothing is routable.
-func startApp(t *testing.T) string {
+func startApp(t *testing.T) string { return startAppWith(t, nil) }
+
+// startAppWith runs the router configured from env (the process
+// environment the binary would read).
+func startAppWith(t *testing.T, env map[string]string) string {
 	t.Helper()
-	cfg := serve.DefaultConfig()
+	cfg, err := serve.LoadConfig(envconf.Map(env))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg.HTTPAddr, cfg.Daemons, cfg.AnnouncePort, cfg.AnnounceAddr = "127.0.0.1:0", []string{}, 0, ""
 	a, err := New(cfg, logx.Discard())
 	if err != nil {
@@ -108,5 +120,45 @@ func TestRoutesAreMounted(t *testing.T) {
 	r.Body.Close()
 	if r.StatusCode != 403 {
 		t.Errorf("/mcp with a foreign Origin: %d", r.StatusCode)
+	}
+}
+
+// TestEdgeLimitsFromEnvironment: the SERVE_* edge variables reach the
+// router's listener: a head over SERVE_MAX_HEADER_BYTES gets 431, and
+// with SERVE_MAX_CONNECTIONS=1 a second client is not served while the
+// first holds its connection.
+func TestEdgeLimitsFromEnvironment(t *testing.T) {
+	base := startAppWith(t, map[string]string{"SERVE_MAX_HEADER_BYTES": "2048", "SERVE_MAX_CONNECTIONS": "1"})
+	addr := strings.TrimPrefix(base, "http://")
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(15 * time.Second))
+		return c
+	}
+	first := dial()
+	fmt.Fprintf(first, "GET /healthz HTTP/1.1\r\nHost: r\r\nX-Big: %s\r\n\r\n", strings.Repeat("a", 16<<10))
+	if resp, _ := testproc.ReadResponse(t, bufio.NewReader(first)); resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("status %d, want 431", resp.StatusCode)
+	}
+	held := dial()
+	io.WriteString(held, "GET /healthz HTTP/1.1\r\nHost: r\r\n\r\n")
+	br := bufio.NewReader(held)
+	if resp, _ := testproc.ReadResponse(t, br); resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	second := dial()
+	io.WriteString(second, "GET /healthz HTTP/1.1\r\nHost: r\r\n\r\n")
+	_ = second.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, _ := second.Read(make([]byte, 1)); n != 0 {
+		t.Fatal("second connection served over SERVE_MAX_CONNECTIONS=1")
+	}
+	held.Close()
+	_ = second.SetReadDeadline(time.Now().Add(15 * time.Second))
+	if resp, _ := testproc.ReadResponse(t, bufio.NewReader(second)); resp.StatusCode != 200 {
+		t.Fatalf("status %d after a slot freed", resp.StatusCode)
 	}
 }

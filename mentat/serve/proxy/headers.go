@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/fe64bb06/frontdoor/internal/httpx"
 )
@@ -33,12 +32,6 @@ func fillUpstreamHeader(out, in http.Header) {
 	httpx.ForwardHeader(out, in, forwarded)
 	// An explicit value stops the transport adding Go-http-client.
 	out["User-Agent"] = userAgent
-}
-
-// isEventStream reports whether a Content-Type is text/event-stream.
-func isEventStream(ct string) bool {
-	mt, _, _ := strings.Cut(ct, ";")
-	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
 }
 
 // markStream sets the headers that stop intermediaries (nginx, CDNs,

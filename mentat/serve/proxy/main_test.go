@@ -14,10 +14,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/fe64bb06/frontdoor/internal/logx"
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testproc.IgnoreRSTAvoidance) }
 
 // engine is a fake vLLM: a real listener on 127.0.0.1 whose idle
 // keep-alive connections close after about a second, like uvicorn's.

@@ -264,7 +264,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 	h := w.Header()
 	httpx.CopyResponseHeader(h, resp.Header)
 	flush := resp.ContentLength < 0
-	if isEventStream(resp.Header.Get("Content-Type")) {
+	if httpx.IsEventStream(resp.Header.Get("Content-Type")) {
 		x.flight.stream.Store(true)
 		markStream(h)
 		flush = true
@@ -439,6 +439,8 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, x *exchange, err er
 		// another request.
 		w.Header().Set("Connection", "close")
 	}
+	// The wait for the engine may have outlasted the request's first
+	// write deadline, and forward lifted its own.
 	p.cfg.Edge.WriteDeadline(w)
 	WriteError(w, e)
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -323,25 +325,56 @@ func TestSentExactlyOnce(t *testing.T) {
 
 // TestStaleKeepAlive: the engine closes idle connections after ~1 s (as
 // uvicorn does after 5 s); a fresh request after that must not land on
-// the dead pooled connection and fail with a spurious 502.
+// the dead pooled connection and fail with a spurious 502: it goes out on
+// a fresh one.
+//
+// The test waits until the router's transport has seen the close (its
+// side of the connection is closed), which is what keeps the request off
+// it. A close that crosses a request on the wire is not retried (sent
+// once); IdleConnTimeout below the engines' keep-alive keeps that from
+// happening outside this test.
 func TestStaleKeepAlive(t *testing.T) {
 	eng, _ := recordingEngine(t)
-	rt := newRouter(t, Config{})
+	tr := NewTransport()
+	var routerClosed atomic.Int64
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &closeCounter{Conn: c, n: &routerClosed}, nil
+	}
+	rt := newRouter(t, Config{Transport: tr})
+	t.Cleanup(tr.CloseIdleConnections)
 	rt.publish(t, map[string]string{"m": eng.base()}, nil)
 	for i := 0; i < 3; i++ {
-		closedBefore := eng.closed.Load()
+		closedBefore := routerClosed.Load()
 		resp := rt.post(t, "/v1/chat/completions", jsonCT, `{"model":"m"}`)
 		readAllString(t, resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != 200 {
 			t.Fatalf("round %d: status %d", i, resp.StatusCode)
 		}
-		// Wait until the engine has closed the idle upstream connection.
-		eventually(t, "the engine to close its idle connection", func() bool { return eng.closed.Load() > closedBefore })
+		// Wait until the engine has closed the idle upstream connection
+		// and the router has noticed.
+		eventually(t, "the router to see the engine close its idle connection", func() bool { return routerClosed.Load() > closedBefore })
 	}
 	if n := eng.requests.Load(); n != 3 {
 		t.Fatalf("engine got %d requests, want 3", n)
 	}
+}
+
+// closeCounter counts the Close calls of a connection.
+type closeCounter struct {
+	net.Conn
+	once sync.Once
+	n    *atomic.Int64
+}
+
+func (c *closeCounter) Close() error {
+	c.once.Do(func() { c.n.Add(1) })
+	return c.Conn.Close()
 }
 
 func TestTimeout(t *testing.T) {
