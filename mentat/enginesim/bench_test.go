@@ -10,10 +10,11 @@ import (
 )
 
 // BenchmarkStreamChat measures the engine's cost per streamed token over
-// real loopback HTTP with zero simulated latency: parse, schedule, encode,
+// real loopback HTTP with zero simulated latency (no TTFT, ITL or prefill
+// cost): parse, tokenize, look up the prefix cache, schedule, encode,
 // write and flush 64 frames per request.
 func BenchmarkStreamChat(b *testing.B) {
-	te := startEngine(b, false, func(c *Config) { c.TTFT, c.ITL = 0, 0; c.MaxNumSeqs = 1024 })
+	te := startEngine(b, false, func(c *Config) { c.TTFT, c.ITL, c.PrefillPerToken = 0, 0, 0; c.MaxNumSeqs = 1024 })
 	body, _ := json.Marshal(map[string]any{"model": "sim", "stream": true, "max_tokens": 64, "ignore_eos": true,
 		"messages": []map[string]any{{"role": "user", "content": "benchmark the stream"}}})
 	b.ReportAllocs()

@@ -22,7 +22,7 @@ type chatRequest struct {
 	Seed                 *int64            `json:"seed"`
 	AddGenerationPrompt  *bool             `json:"add_generation_prompt"`
 	ContinueFinalMessage bool              `json:"continue_final_message"`
-	CacheSalt            string            `json:"cache_salt"`
+	CacheSalt            *string           `json:"cache_salt"`
 }
 
 type usageInfo struct {
@@ -118,7 +118,11 @@ func (e *Engine) serveChat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p := e.textPrompt(prompt, req.CacheSalt)
+	salt, err := cacheSalt(req.CacheSalt)
+	if err != nil {
+		return err
+	}
+	p := e.textPrompt(prompt, salt)
 	requested := req.MaxCompletionTokens
 	if requested == nil {
 		requested = req.MaxTokens

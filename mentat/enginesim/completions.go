@@ -20,7 +20,7 @@ type completionRequest struct {
 	N             *int            `json:"n"`
 	Seed          *int64          `json:"seed"`
 	Echo          bool            `json:"echo"`
-	CacheSalt     string          `json:"cache_salt"`
+	CacheSalt     *string         `json:"cache_salt"`
 }
 
 // completionDefaultMaxTokens is vLLM's (and OpenAI's) max_tokens default
@@ -126,9 +126,13 @@ func (e *Engine) serveCompletions(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	p := promptSpec{seed: seed, ids: ids, n: n, salt: req.CacheSalt}
+	salt, err := cacheSalt(req.CacheSalt)
+	if err != nil {
+		return err
+	}
+	p := promptSpec{seed: seed, ids: ids, n: n, salt: salt}
 	if ids == nil {
-		p = e.textPrompt(seed, req.CacheSalt)
+		p = e.textPrompt(seed, salt)
 	}
 	maxTokens, err := e.checkContext(p.n, req.MaxTokens, completionDefaultMaxTokens)
 	if err != nil {

@@ -64,8 +64,8 @@ func (e *Engine) embed(w http.ResponseWriter, r *http.Request) (*embeddingRespon
 	}
 	dim := e.cfg.EmbeddingDim
 	if req.Dimensions != nil {
-		// The simulated model is matryoshka-style: any prefix of the vector,
-		// renormalized, is a valid embedding.
+		// The simulated model serves any size up to its own (as a
+		// matryoshka model does); the vector is computed at that size.
 		if *req.Dimensions < 1 || *req.Dimensions > e.cfg.EmbeddingDim {
 			return nil, badRequest("dimensions must be between 1 and %d (--embedding-dim), got %d", e.cfg.EmbeddingDim, *req.Dimensions)
 		}
@@ -83,7 +83,7 @@ func (e *Engine) embed(w http.ResponseWriter, r *http.Request) (*embeddingRespon
 				"embedding generation. Please reduce the length of the input.", e.cfg.MaxModelLen, len(ids))
 		}
 		total += len(ids)
-		vec := embedTokens(ids, e.cfg.EmbeddingDim, e.cfg.Seed)[:dim]
+		vec := embedTokens(ids, dim, e.cfg.Seed)
 		normalize(vec)
 		d := embeddingData{Index: i, Object: "embedding", Embedding: vec}
 		if format == "base64" {

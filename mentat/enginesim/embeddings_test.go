@@ -121,3 +121,25 @@ func TestEmbeddings(t *testing.T) {
 		}
 	}
 }
+
+func FuzzEmbeddingsRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"sim","input":"hi"}`, `{"input":["a","b"],"encoding_format":"base64"}`, `{"input":[1,2,3]}`,
+		`{"input":[[1],[2,3]],"dimensions":3}`, `{"input":[]}`, `{"input":[[]]}`, `{"input":null}`, `[]`, `{"input":[-1]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	te := startEngine(f, false, func(c *Config) { c.EmbeddingDim = 16; c.MaxModelLen = 512 })
+	f.Fuzz(func(t *testing.T, body []byte) {
+		code, out := te.do(t, "POST", "/v1/embeddings", body)
+		switch code {
+		case 200:
+			if r := decode[embeddingOut](t, out); len(r.Data) == 0 || r.Object != "list" {
+				t.Fatalf("200 without embeddings: %s", out)
+			}
+		case 400, 404:
+		default:
+			t.Fatalf("status %d: %s", code, out)
+		}
+	})
+}

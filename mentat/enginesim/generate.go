@@ -36,6 +36,18 @@ type promptSpec struct {
 	salt string
 }
 
+// cacheSalt checks a request's cache_salt as vLLM does: absent, or a
+// non-empty string.
+func cacheSalt(s *string) (string, error) {
+	if s == nil {
+		return "", nil
+	}
+	if *s == "" {
+		return "", badRequest("Parameter 'cache_salt' must be a non-empty string if provided.")
+	}
+	return *s, nil
+}
+
 // textPrompt tokenizes a rendered prompt; the ids are only built when the
 // prefix cache needs them.
 func (e *Engine) textPrompt(text, salt string) promptSpec {
@@ -108,7 +120,7 @@ func (e *Engine) generate(ctx context.Context, t *ticket, j *job, sink tokenSink
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	var firstScheduled, last time.Time
+	var firstScheduled, firstToken, last time.Time
 	prefill := true // the next token comes after a (re)computed prefill
 	batch := 1
 	word := -1 // the next token's word, drawn once even if it is preempted
@@ -152,6 +164,7 @@ func (e *Engine) generate(ctx context.Context, t *ticket, j *job, sink tokenSink
 		prefill = false
 		now := time.Now()
 		if n == 0 {
+			firstToken = now
 			s := now.Sub(j.arrival).Seconds()
 			e.metrics.ttft.Observe(s)
 			e.metrics.prefillTime.Observe(now.Sub(firstScheduled).Seconds())
@@ -175,7 +188,10 @@ func (e *Engine) generate(ctx context.Context, t *ticket, j *job, sink tokenSink
 		n++
 	}
 	if n > 0 {
-		e.metrics.decodeTime.Observe(last.Sub(firstScheduled).Seconds())
+		// As vLLM splits a request's time: decode from the first token,
+		// inference from the first scheduling, both to the last token.
+		e.metrics.decodeTime.Observe(last.Sub(firstToken).Seconds())
+		e.metrics.inferenceTime.Observe(last.Sub(firstScheduled).Seconds())
 	}
 	return finish, n, nil
 }

@@ -177,18 +177,23 @@ type cacheOut struct {
 }
 
 type statusOut struct {
-	Model            string     `json:"model"`
-	ServedModelNames []string   `json:"served_model_names"`
-	UptimeS          float64    `json:"uptime_s"`
-	Running          int        `json:"running"`
-	Waiting          int        `json:"waiting"`
-	MaxNumSeqs       int        `json:"max_num_seqs"`
-	MaxModelLen      int        `json:"max_model_len"`
-	KVCacheUsage     float64    `json:"kv_cache_usage"`
-	KVCacheTokens    int        `json:"kv_cache_tokens"`
-	PrefixCache      cacheOut   `json:"prefix_cache"`
-	Latency          latencyOut `json:"latency"`
-	Totals           totalsOut  `json:"totals"`
+	Model            string   `json:"model"`
+	ServedModelNames []string `json:"served_model_names"`
+	UptimeS          float64  `json:"uptime_s"`
+	Running          int      `json:"running"`
+	Waiting          int      `json:"waiting"`
+	MaxNumSeqs       int      `json:"max_num_seqs"`
+	MaxModelLen      int      `json:"max_model_len"`
+	KVCacheUsage     float64  `json:"kv_cache_usage"`
+	KVCacheTokens    int      `json:"kv_cache_tokens"`
+	PrefixCache      cacheOut `json:"prefix_cache"`
+	// The fixed cost model: prefill per uncached token, the step budget
+	// and the decode knee.
+	PrefillPerToken     string     `json:"prefill_per_token"`
+	MaxNumBatchedTokens int        `json:"max_num_batched_tokens"`
+	DecodeKnee          int        `json:"decode_knee"`
+	Latency             latencyOut `json:"latency"`
+	Totals              totalsOut  `json:"totals"`
 }
 
 func (m *mcpServer) engineStatus(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, statusOut, error) {
@@ -208,7 +213,8 @@ func (m *mcpServer) engineStatus(context.Context, *mcp.CallToolRequest, struct{}
 			CachedBlocks: st.CachedBlocks, CachedTokens: st.CachedBlocks * st.BlockSize,
 			QueryTokens: st.Queries, HitTokens: st.Hits, HitRate: rate, Evictions: st.Evictions,
 		},
-		Latency: latencyView(e.lat.get()),
+		Latency:         latencyView(e.lat.get()),
+		PrefillPerToken: e.cfg.PrefillPerToken.String(), MaxNumBatchedTokens: e.cfg.MaxNumBatchedTokens, DecodeKnee: e.cfg.DecodeKnee,
 		Totals: totalsOut{
 			Requests: e.stats.requests.Load(),
 			Finished: finishedOut{

@@ -90,6 +90,9 @@ func TestMCPTools(t *testing.T) {
 		pc.HitRate != 32/float64(pc.QueryTokens) || pc.Evictions != 0 {
 		t.Errorf("engine_status prefix_cache: %+v", pc)
 	}
+	if st.PrefillPerToken != "50µs" || st.MaxNumBatchedTokens != 2048 || st.DecodeKnee != 256 {
+		t.Errorf("engine_status cost model: %s, %d, %d", st.PrefillPerToken, st.MaxNumBatchedTokens, st.DecodeKnee)
+	}
 
 	// set_latency: all or nothing.
 	_, res := callTool[setLatencyOut](t, cs, "set_latency", map[string]any{"ttft": "40ms", "itl": "soon"})

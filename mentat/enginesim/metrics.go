@@ -53,13 +53,14 @@ var (
 // metrics is the /metrics side: histograms observed on the hot path, and a
 // collector that reads the counters and the scheduler at scrape time.
 type metrics struct {
-	reg         *prometheus.Registry
-	ttft        prometheus.Histogram
-	itl         prometheus.Histogram
-	queueTime   prometheus.Histogram
-	prefillTime prometheus.Histogram
-	decodeTime  prometheus.Histogram
-	e2eLatency  prometheus.Histogram
+	reg           *prometheus.Registry
+	ttft          prometheus.Histogram
+	itl           prometheus.Histogram
+	queueTime     prometheus.Histogram
+	prefillTime   prometheus.Histogram
+	decodeTime    prometheus.Histogram
+	inferenceTime prometheus.Histogram
+	e2eLatency    prometheus.Histogram
 }
 
 func newMetrics(modelName string, st *stats, sched *scheduler) *metrics {
@@ -68,15 +69,16 @@ func newMetrics(modelName string, st *stats, sched *scheduler) *metrics {
 		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets, ConstLabels: labels})
 	}
 	m := &metrics{
-		reg:         prometheus.NewRegistry(),
-		ttft:        hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets),
-		itl:         hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets),
-		queueTime:   hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestLatencyBuckets),
-		prefillTime: hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestLatencyBuckets),
-		decodeTime:  hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets),
-		e2eLatency:  hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets),
+		reg:           prometheus.NewRegistry(),
+		ttft:          hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets),
+		itl:           hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets),
+		queueTime:     hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestLatencyBuckets),
+		prefillTime:   hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestLatencyBuckets),
+		decodeTime:    hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets),
+		inferenceTime: hist("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", requestLatencyBuckets),
+		e2eLatency:    hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets),
 	}
-	m.reg.MustRegister(m.ttft, m.itl, m.queueTime, m.prefillTime, m.decodeTime, m.e2eLatency, newEngineCollector(labels, st, sched))
+	m.reg.MustRegister(m.ttft, m.itl, m.queueTime, m.prefillTime, m.decodeTime, m.inferenceTime, m.e2eLatency, newEngineCollector(labels, st, sched))
 	return m
 }
 

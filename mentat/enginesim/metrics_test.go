@@ -52,6 +52,7 @@ func TestMetricsFollowTraffic(t *testing.T) {
 		{"vllm:request_queue_time_seconds", nil, 4},
 		{"vllm:request_prefill_time_seconds", nil, 4},
 		{"vllm:request_decode_time_seconds", nil, 4},
+		{"vllm:request_inference_time_seconds", nil, 4},
 		{"vllm:prefix_cache_queries_total", nil, float64(prompt)},
 		{"vllm:inter_token_latency_seconds", nil, float64(itls)},
 		{"vllm:num_preemptions_total", nil, 0},

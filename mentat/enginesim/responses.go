@@ -25,7 +25,7 @@ type responsesRequest struct {
 	Metadata           json.RawMessage   `json:"metadata"`
 	Text               json.RawMessage   `json:"text"`
 	User               *string           `json:"user"`
-	CacheSalt          string            `json:"cache_salt"`
+	CacheSalt          *string           `json:"cache_salt"`
 	Seed               *int64            `json:"seed"`
 }
 
@@ -183,7 +183,11 @@ func (e *Engine) serveResponses(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p := e.textPrompt(prompt, req.CacheSalt)
+	salt, err := cacheSalt(req.CacheSalt)
+	if err != nil {
+		return err
+	}
+	p := e.textPrompt(prompt, salt)
 	maxTokens, err := e.checkContext(p.n, req.MaxOutputTokens, 0)
 	if err != nil {
 		return err

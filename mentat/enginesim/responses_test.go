@@ -133,3 +133,21 @@ func TestResponsesStream(t *testing.T) {
 		t.Errorf("completed response %v; deltas %q", resp, deltas.String())
 	}
 }
+
+func FuzzResponsesRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"sim","input":"hi","max_output_tokens":2}`,
+		`{"instructions":"x","input":[{"role":"user","content":[{"type":"input_text","text":"y"}]}],"max_output_tokens":1}`,
+		`{"input":[{"type":"function_call_output","call_id":"c","output":"o"}],"tools":[{"type":"function","name":"f"}],"max_output_tokens":1}`,
+		`{"input":[{"type":"reasoning"}]}`, `{"input":[]}`, `{"input":7}`, `[]`, `{"input":"x","stream":true,"max_output_tokens":1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	te := startEngine(f, false, func(c *Config) { c.TTFT, c.ITL = 0, 0; c.MaxModelLen = 512 })
+	f.Fuzz(func(t *testing.T, body []byte) {
+		code, out := te.do(t, "POST", "/v1/responses", body)
+		if code != 200 && code != 400 && code != 404 {
+			t.Fatalf("status %d: %s", code, out)
+		}
+	})
+}
