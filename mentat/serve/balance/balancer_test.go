@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -456,5 +457,39 @@ func TestWatchRunsUntilCancelled(t *testing.T) {
 	<-done
 	if info := b.Info(rt); info.State != "ready" || info.Load != 2 {
 		t.Errorf("after the rounds: %+v", info)
+	}
+}
+
+// TestConcurrentUse runs choices, starts, ends and engine readings at once
+// (under -race): every ticket ended leaves nothing in flight.
+func TestConcurrentUse(t *testing.T) {
+	for _, p := range Policies {
+		f := newFixture(t, p, 3)
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				for i := range 200 {
+					req := Request{Model: "m", Keys: keys(fmt.Sprintf("tenant %d %s", i%5, strings.Repeat("x", 600))), Session: fmt.Sprint(w, i%7)}
+					d := f.b.Choose(f.reps, req)
+					tk := f.b.Start(req, d.Order[0], d.Reason, d.Matched)
+					if i%17 == 0 {
+						f.b.Refuse("m", d.Order[0])
+					}
+					tk.End()
+				}
+			})
+		}
+		wg.Go(func() {
+			for i := range 200 {
+				f.b.Observe(fmt.Sprint("g", i%3), EngineLoad{Running: float64(i % 4), At: f.now, OK: true})
+				f.b.Info(f.reps[i%3])
+			}
+		})
+		wg.Wait()
+		for _, rt := range f.reps {
+			if n := f.b.Info(rt).Inflight; n != 0 {
+				t.Errorf("%s: %s has %d in flight after every ticket ended", p, rt.Group, n)
+			}
+		}
 	}
 }
