@@ -22,7 +22,7 @@ func markdown(cfg Config, r Result) string {
 		"Each step offers Poisson arrivals for %s at the rate shown, every request a stream of %d tokens "+
 		"(`ignore_eos`); TTFT is the time to the first frame at the client, a failed request counts as %s. "+
 		"A policy's ladder stops after the first step whose p90 passes %s or that fails a request. "+
-		"Goodput is the requests served over the arrival window; the knee is the highest rate whose p90 TTFT is within %s "+
+		"Goodput is the requests served per second of the step; the knee is the highest rate whose p90 TTFT is within %s "+
 		"with every request served, and the throughput there is its goodput.\n\n",
 		cfg.Replicas, strings.Join(engineFlags, " "), cfg.Duration, maxTokens, requestTimeout, stopP90, kneeP90)
 	fmt.Fprintf(&b, "Workloads: **shared**, %d tenants per replica, each with its own %d-token system prompt, picked at random, "+
