@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,5 +178,39 @@ func TestPrefixAffinityThroughProxy(t *testing.T) {
 	}
 	if hits < 9 {
 		t.Errorf("prefix hits %v, want at least one block for each of 9 repeats", hits)
+	}
+}
+
+// A replica that leaves the snapshot gets no new request, and the stream
+// it is carrying finishes.
+func TestReplicaLeavingFinishesItsStreams(t *testing.T) {
+	gate := make(chan struct{})
+	a := newEngine(t, sseHandler(3, time.Millisecond, gate))
+	b := newEngine(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("{}")) })
+	rt := newRouter(t, Config{Balancer: balance.New(balance.Config{Policy: balance.First}, nil)})
+	rt.publishReplicas(t, time.Now(), a.base(), b.base())
+	resp := rt.post(t, "/v1/chat/completions", jsonCT, `{"model":"m","stream":true}`)
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || !strings.Contains(line, "tok0") {
+		t.Fatalf("first frame %q, %v", line, err)
+	}
+	// r0 leaves admission mid-stream: only r1 is published.
+	rt.publishReplicas(t, time.Now(), b.base())
+	for i := range 3 {
+		r := rt.post(t, "/v1/completions", jsonCT, `{"model":"m","prompt":"x"}`)
+		readAllString(t, r.Body)
+		r.Body.Close()
+		if r.StatusCode != 200 {
+			t.Fatalf("request %d after r0 left: %d", i, r.StatusCode)
+		}
+	}
+	if a.requests.Load() != 1 || b.requests.Load() != 3 {
+		t.Errorf("requests: r0 %d (want only the stream), r1 %d (want 3)", a.requests.Load(), b.requests.Load())
+	}
+	close(gate)
+	rest := readAllString(t, br)
+	if !strings.Contains(rest, "tok2") || !strings.HasSuffix(rest, "data: [DONE]\n\n") {
+		t.Errorf("the stream on the replica that left did not finish: %q", rest)
 	}
 }
