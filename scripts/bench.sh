@@ -7,8 +7,9 @@
 #   BENCH_DURATION      duration of each measurement (default 5s; wrk takes whole seconds)
 #   BENCH_ROUNDS        repetitions of each router/gateway measurement, paths interleaved (default 2)
 #   BENCH_ONLY          comma-separated sections (default: all):
-#                       router,streams,scale,enginesim,ppocr,gateway,mortredserver
+#                       router,streams,scale,enginesim,routing,ppocr,gateway,mortredserver
 #   BENCH_IDLE_STREAMS  idle SSE streams held through the router (default 10000)
+#   BENCH_ROUTING_REPLICAS  cluster sizes of the routing section (default 2,4)
 #   BENCH_OUT           report file (default docs/benchmarks.md)
 #   BENCH_BIN           directory of the built binaries (default bin/)
 set -euo pipefail
@@ -24,6 +25,9 @@ go build -o "$tmp/" ./bench/report ./bench/ppocr
 args=(-bin "${BENCH_BIN:-$PWD/bin}" -d "${BENCH_DURATION:-5s}" -rounds "${BENCH_ROUNDS:-2}"
       -idle-streams "${BENCH_IDLE_STREAMS:-10000}" -ppocr "$tmp/ppocr"
       -out "${BENCH_OUT:-docs/benchmarks.md}")
+if [ -n "${BENCH_ROUTING_REPLICAS:-}" ]; then
+	args+=(-routing-replicas "$BENCH_ROUTING_REPLICAS")
+fi
 if [ -n "${BENCH_ONLY:-}" ]; then
 	args+=(-only "$BENCH_ONLY")
 fi

@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -47,6 +48,16 @@ func run() error {
 	flag.IntVar(&cfg.idle, "idle-streams", 10000, "idle SSE streams held open through the router")
 	flag.StringVar(&cfg.only, "only", strings.Join(sectionKeys(), ","), "comma-separated sections to run")
 	flag.BoolVar(&cfg.pin, "pin", runtime.NumCPU() >= 2, "pin servers to CPU 0 and load generators to CPU 1 (needs 2 CPUs)")
+	flag.Func("routing-replicas", "comma-separated cluster sizes of the routing section (default 2,4)", func(v string) error {
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("%q is not a replica count", f)
+			}
+			cfg.routingReplicas = append(cfg.routingReplicas, n)
+		}
+		return nil
+	})
 	flag.StringVar(&cfg.ppocrBin, "ppocr", "", "a built bench/ppocr binary (default: go run ./bench/ppocr)")
 	flag.Parse()
 	cfg.root = root
@@ -83,6 +94,7 @@ type config struct {
 	serverCPUs, loadCPUs                          string
 	d                                             time.Duration
 	rounds, idle                                  int
+	routingReplicas                               []int
 	nofile                                        uint64
 	pin                                           bool
 	args                                          []string

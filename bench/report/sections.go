@@ -37,6 +37,7 @@ func sections() []section {
 		{"streams", "Memory per open stream", runIdle},
 		{"scale", "Router cost vs cluster size", runScale},
 		{"enginesim", "enginesim at load", runEnginesim},
+		{"routing", "Replica routing policies", runRouting},
 		{"ppocr", "Model server vs in-process ONNX Runtime", runPPOCR},
 		{"gateway", "Gateway vs Nginx vs direct to the model port", runGateway},
 		{"mortredserver", "Model-server overhead and batching", runMortredServer},

@@ -138,6 +138,22 @@ func (e Env) Int(name string, def int) int {
 	return n
 }
 
+// Choice returns the value of a variable that takes one of a fixed set of
+// words, or def. parse turns the value into its canonical form or says
+// why it is not one of them (that reason is reported to Warn).
+func (e Env) Choice(name, def string, parse func(string) (string, error)) string {
+	v, ok := e.Value(name)
+	if !ok {
+		return def
+	}
+	c, err := parse(v)
+	if err != nil {
+		e.warn(name, v, err.Error()+"; using the default")
+		return def
+	}
+	return c
+}
+
 // List splits a comma-separated value into trimmed, non-empty items. Unset,
 // empty, or a value with no items takes def.
 func (e Env) List(name string, def []string) []string {

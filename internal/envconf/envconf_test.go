@@ -1,7 +1,9 @@
 package envconf
 
 import (
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -113,6 +115,30 @@ func TestInt(t *testing.T) {
 	e := Map(map[string]string{"A": "3", "B": "x", "C": "-4"})
 	if e.Int("A", 1) != 3 || e.Int("B", 1) != 1 || e.Int("C", 1) != 1 || e.Int("D", 1) != 1 {
 		t.Fatal("Int rules broken")
+	}
+}
+
+func TestChoice(t *testing.T) {
+	parse := func(v string) (string, error) {
+		if v = strings.ToLower(v); v == "a" || v == "b" {
+			return v, nil
+		}
+		return "", errors.New("want a or b")
+	}
+	var warned []string
+	env := Map(map[string]string{"C1": " B ", "C2": "z", "C3": ""})
+	env.Warn = func(name, value, reason string) { warned = append(warned, name+"="+value+": "+reason) }
+	if got := env.Choice("C1", "a", parse); got != "b" {
+		t.Errorf("C1 = %q, want b", got)
+	}
+	if got := env.Choice("C2", "a", parse); got != "a" {
+		t.Errorf("C2 = %q, want the default", got)
+	}
+	if got := env.Choice("C3", "a", parse); got != "a" {
+		t.Errorf("empty C3 = %q, want the default", got)
+	}
+	if len(warned) != 1 || warned[0] != "C2=z: want a or b; using the default" {
+		t.Errorf("warnings %q", warned)
 	}
 }
 

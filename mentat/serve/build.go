@@ -3,7 +3,6 @@ package serve
 import (
 	"net"
 	"net/url"
-	"sort"
 	"strings"
 	"time"
 
@@ -100,23 +99,17 @@ func (b *builder) build(now time.Time, views []discovery.View, adm admission) *r
 		groups[name] = g
 	}
 
-	names := make([]string, 0, len(groups))
-	for n := range groups {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	models := map[string]*routes.Route{}
-	for _, n := range names {
-		g := groups[n]
+	// Every admitted group listing a model is a replica of it (NewReplicated
+	// sorts them by group name).
+	replicas := map[string][]*routes.Route{}
+	for n, g := range groups {
 		if !g.Healthy {
 			continue
 		}
 		for _, m := range g.Models {
-			if _, taken := models[m]; taken {
-				continue // the first group by name serves a shared id
-			}
 			if r, err := routes.NewRoute(m, n, g.OpenAI, g.Provider); err == nil {
-				models[m] = r
+				r.Probed = g.ProbedAt
+				replicas[m] = append(replicas[m], r)
 			}
 		}
 	}
@@ -134,7 +127,7 @@ func (b *builder) build(now time.Time, views []discovery.View, adm admission) *r
 		}
 		daemons[v.Addr] = d
 	}
-	return routes.New(now, models, groups, daemons)
+	return routes.NewReplicated(now, replicas, groups, daemons)
 }
 
 // pickMCP prefers the MCP candidate on the host the API answers on, since

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
 	"github.com/fe64bb06/frontdoor/internal/httpx"
+	"github.com/fe64bb06/frontdoor/mentat/serve/balance"
 	"github.com/fe64bb06/frontdoor/mentat/serve/discovery"
 	"github.com/fe64bb06/frontdoor/mentat/wire"
 )
@@ -76,6 +77,11 @@ type Config struct {
 	// SERVE_MAX_HEADER_BYTES and SERVE_MAX_CONNECTIONS (0: no cap), with
 	// the httpx defaults.
 	Edge httpx.Limits
+	// Routing is the replica balancer's configuration: ROUTING_POLICY
+	// (default prefix), ROUTING_THRESHOLD (default 8 requests),
+	// ROUTING_SESSION_HEADER (default X-Session-ID) and ROUTING_SCRAPE_S
+	// (default 1 s; the scrape timeout is PROBE_TIMEOUT_S).
+	Routing balance.Config
 	// Secret is the announcement HMAC key (MENTAT_SECRET_FILE's contents,
 	// else MENTAT_SECRET), trimmed; nil accepts unsigned announcements.
 	Secret []byte
@@ -125,6 +131,20 @@ func LoadConfig(env envconf.Env) (Config, error) {
 		c.Edge.MaxConns = -1 // no cap
 	}
 	c.Edge = c.Edge.WithDefaults()
+	c.Routing = balance.Config{
+		Policy: balance.Policy(env.Choice("ROUTING_POLICY", string(balance.Prefix), func(v string) (string, error) {
+			p, err := balance.ParsePolicy(v)
+			return string(p), err
+		})),
+		SessionHeader:  env.String("ROUTING_SESSION_HEADER", balance.DefaultSessionHeader),
+		ScrapeInterval: env.Duration("ROUTING_SCRAPE_S", balance.DefaultScrapeInterval),
+		ScrapeTimeout:  c.ProbeTimeout,
+	}
+	if n := env.Int("ROUTING_THRESHOLD", balance.DefaultThreshold); n > 0 {
+		c.Routing.Threshold = float64(n)
+	} else if env.Warn != nil {
+		env.Warn("ROUTING_THRESHOLD", "0", "must be a positive number of requests; using the default")
+	}
 	c.ProbeFresh = env.Duration("PROBE_FRESH_S", 3*c.ProbeInterval+c.ProbeTimeout)
 	c.ProbePromote = env.Duration("PROBE_PROMOTE_S", 6*c.ProbeInterval)
 	c.HTTPAddr = ":" + strconv.Itoa(c.Port)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
 	"github.com/fe64bb06/frontdoor/internal/httpx"
+	"github.com/fe64bb06/frontdoor/mentat/serve/balance"
 )
 
 func TestLoadConfigDefaults(t *testing.T) {
@@ -25,6 +26,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 		MCPTimeout: 180 * time.Second, ToolsTTL: 60 * time.Second, Universe: "default",
 		Edge: httpx.Limits{ReadHeaderTimeout: 10 * time.Second, BodyTimeout: 60 * time.Second, IdleTimeout: 90 * time.Second,
 			WriteTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConns: 4096},
+		Routing: balance.Config{Policy: balance.Prefix, Threshold: 8, SessionHeader: "X-Session-ID",
+			ScrapeInterval: time.Second, ScrapeTimeout: 3 * time.Second},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults\n got %+v\nwant %+v", c, want)
@@ -105,5 +108,32 @@ func TestLoadConfigRules(t *testing.T) {
 		if name != "bad daemon" && !strings.Contains(err.Error(), "MENTAT_SECRET_FILE") {
 			t.Errorf("%s: error does not say which variable: %v", name, err)
 		}
+	}
+}
+
+func TestLoadConfigRouting(t *testing.T) {
+	c, err := LoadConfig(envconf.Map(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Routing; r.Policy != balance.Prefix || r.Threshold != balance.DefaultThreshold ||
+		r.SessionHeader != "X-Session-ID" || r.ScrapeInterval != time.Second || r.ScrapeTimeout != c.ProbeTimeout {
+		t.Errorf("defaults: %+v", r)
+	}
+	var warned []string
+	env := envconf.Map(map[string]string{"ROUTING_POLICY": "Round-Robin", "ROUTING_THRESHOLD": "3",
+		"ROUTING_SESSION_HEADER": "X-Conversation", "ROUTING_SCRAPE_S": "0.5"})
+	env.Warn = func(name, value, reason string) { warned = append(warned, name) }
+	if c, _ = LoadConfig(env); c.Routing.Policy != balance.RoundRobin || c.Routing.Threshold != 3 ||
+		c.Routing.SessionHeader != "X-Conversation" || c.Routing.ScrapeInterval != 500*time.Millisecond {
+		t.Errorf("set: %+v", c.Routing)
+	}
+	env = envconf.Map(map[string]string{"ROUTING_POLICY": "random", "ROUTING_THRESHOLD": "0"})
+	env.Warn = func(name, value, reason string) { warned = append(warned, name) }
+	if c, _ = LoadConfig(env); c.Routing.Policy != balance.Prefix || c.Routing.Threshold != 0 {
+		t.Errorf("invalid values should take the defaults: %+v", c.Routing)
+	}
+	if strings.Join(warned, ",") != "ROUTING_POLICY,ROUTING_THRESHOLD" {
+		t.Errorf("warnings for %v", warned)
 	}
 }

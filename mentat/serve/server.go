@@ -32,6 +32,9 @@ type Server struct {
 	start   time.Time
 	trigger chan struct{}
 
+	// state gives replicas' routing state in /status.json (SetReplicaState).
+	state StateFunc
+
 	mu     sync.Mutex
 	ln     net.Listener
 	prober *prober
@@ -71,6 +74,10 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s.mux.HandleFunc("GET /healthz", handleHealthz)
 	return s, nil
 }
+
+// SetReplicaState makes /status.json show each replica's routing state
+// from f (the balancer's); call it before Run.
+func (s *Server) SetReplicaState(f StateFunc) { s.state = f }
 
 // Config returns the configuration the server runs with.
 func (s *Server) Config() Config { return s.cfg }

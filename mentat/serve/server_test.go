@@ -57,9 +57,15 @@ func TestAdmissionAndOutputs(t *testing.T) {
 	}
 
 	doc := r.status(t)
+	// A model two groups serve has both as replicas, sorted by group;
+	// group and url name the first.
+	betaURL := fmt.Sprintf("http://localhost:%d/v1", beta.port())
+	alphaRep := ReplicaLocation{Group: "alpha", URL: alphaURL, State: "ready"}
+	betaRep := ReplicaLocation{Group: "beta", URL: betaURL, State: "ready"}
 	wantModels := map[string]ModelLocation{
-		"m1": {Group: "alpha", URL: alphaURL}, "shared": {Group: "alpha", URL: alphaURL},
-		"m2": {Group: "beta", URL: fmt.Sprintf("http://localhost:%d/v1", beta.port())},
+		"m1":     {Group: "alpha", URL: alphaURL, Replicas: []ReplicaLocation{alphaRep}},
+		"shared": {Group: "alpha", URL: alphaURL, Replicas: []ReplicaLocation{alphaRep, betaRep}},
+		"m2":     {Group: "beta", URL: betaURL, Replicas: []ReplicaLocation{betaRep}},
 	}
 	if !reflect.DeepEqual(doc.Models, wantModels) {
 		t.Fatalf("models %+v", doc.Models)
@@ -91,6 +97,9 @@ func TestAdmissionAndOutputs(t *testing.T) {
 
 	// The published snapshot: 200 route, 503 group, 404 nothing.
 	snap := r.srv.Routes().Load()
+	if reps := snap.Replicas["shared"]; len(reps) != 2 || reps[0].Group != "alpha" || reps[1].Group != "beta" || reps[1].Probed.IsZero() {
+		t.Fatalf("replicas of shared: %+v", reps)
+	}
 	if rt, _ := snap.Lookup("m2"); rt == nil || rt.Group != "beta" || rt.Root.String() != fmt.Sprintf("http://localhost:%d", beta.port()) {
 		t.Fatalf("lookup m2: %+v", rt)
 	}

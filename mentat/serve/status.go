@@ -43,15 +43,31 @@ type GroupStatus struct {
 	WhyNot           *string  `json:"why_not"`
 }
 
-// ModelLocation is one routable model in /status.json.
+// ModelLocation is one routable model in /status.json: its first replica
+// (the first group by name, as before replicas were balanced) and every
+// replica.
 type ModelLocation struct {
-	Group string `json:"group"`
-	URL   string `json:"url"`
+	Group    string            `json:"group"`
+	URL      string            `json:"url"`
+	Replicas []ReplicaLocation `json:"replicas"`
 }
 
+// ReplicaLocation is one replica of a model: the group, the endpoint in
+// use, and its routing state (see balance.ReplicaInfo: ready, stale or
+// refused).
+type ReplicaLocation struct {
+	Group string `json:"group"`
+	URL   string `json:"url"`
+	State string `json:"state"`
+}
+
+// StateFunc gives a replica's routing state.
+type StateFunc func(*routes.Route) string
+
 // Status renders a snapshot as /status.json; the MCP serve_status tool
-// reports the same document.
-func Status(s *routes.Snapshot, uptime time.Duration) StatusDoc {
+// reports the same document. state gives each replica's routing state
+// (nil: every replica is "ready").
+func Status(s *routes.Snapshot, uptime time.Duration, state StateFunc) StatusDoc {
 	doc := StatusDoc{
 		UptimeS: int64(uptime / time.Second),
 		Daemons: make(map[string]DaemonStatus, len(s.Daemons)),
@@ -75,14 +91,23 @@ func Status(s *routes.Snapshot, uptime time.Duration) StatusDoc {
 		}
 	}
 	for m, r := range s.Models {
-		doc.Models[m] = ModelLocation{Group: r.Group, URL: r.Base.String()}
+		loc := ModelLocation{Group: r.Group, URL: r.Base.String(), Replicas: []ReplicaLocation{}}
+		for _, rep := range s.Replicas[m] {
+			st := "ready"
+			if state != nil {
+				st = state(rep)
+			}
+			loc.Replicas = append(loc.Replicas, ReplicaLocation{Group: rep.Group, URL: rep.Base.String(), State: st})
+		}
+		doc.Models[m] = loc
 	}
 	return doc
 }
 
 // ModelList renders /v1/models: every admitted engine's entries with every
-// field kept and owned_by set to the group. A shared id is listed once, for
-// the group that routes it (the first by name).
+// field kept and owned_by set to the group. An id several replicas serve
+// is listed once, with the fields of its first replica (the first group
+// by name), so the list does not change with the order of probes.
 func ModelList(s *routes.Snapshot) []json.RawMessage {
 	data := []json.RawMessage{}
 	for _, name := range s.GroupNames() {
@@ -161,7 +186,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, Status(s.holder.Load(), s.Uptime()))
+	writeJSON(w, Status(s.holder.Load(), s.Uptime(), s.state))
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {

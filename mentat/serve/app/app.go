@@ -15,8 +15,10 @@ import (
 	"github.com/fe64bb06/frontdoor/internal/envconf"
 	"github.com/fe64bb06/frontdoor/internal/httpx"
 	"github.com/fe64bb06/frontdoor/mentat/serve"
+	"github.com/fe64bb06/frontdoor/mentat/serve/balance"
 	"github.com/fe64bb06/frontdoor/mentat/serve/mcp"
 	"github.com/fe64bb06/frontdoor/mentat/serve/proxy"
+	rroutes "github.com/fe64bb06/frontdoor/mentat/serve/routes"
 	"github.com/fe64bb06/frontdoor/mentat/serve/stats"
 	"github.com/fe64bb06/frontdoor/mentat/serve/tokens"
 	"github.com/fe64bb06/frontdoor/mentat/serve/ui"
@@ -33,7 +35,10 @@ type App struct {
 	Stats  *stats.Stats
 	// History samples every model for the status page's charts.
 	History *stats.History
-	log     *slog.Logger
+	// Balancer orders each model's replicas (ROUTING_POLICY); Run keeps
+	// its engine loads fresh.
+	Balancer *balance.Balancer
+	log      *slog.Logger
 }
 
 // New builds the router from cfg. Nothing listens until Run (or
@@ -49,8 +54,11 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	routes := srv.Routes()
-	px := proxy.New(routes, proxy.Config{Timeout: cfg.ServingTimeout, Edge: cfg.Edge}, log, reg)
-	status := func() any { return serve.Status(routes.Load(), srv.Uptime()) }
+	bal := balance.New(cfg.Routing, reg)
+	px := proxy.New(routes, proxy.Config{Timeout: cfg.ServingTimeout, Edge: cfg.Edge, Balancer: bal}, log, reg)
+	state := func(rt *rroutes.Route) string { return bal.Info(rt).State }
+	srv.SetReplicaState(state)
+	status := func() any { return serve.Status(routes.Load(), srv.Uptime(), state) }
 	ep, err := mcp.New(routes, mcp.Config{ToolsTTL: cfg.ToolsTTL, CallTimeout: cfg.MCPTimeout}, status, log)
 	if err != nil {
 		return nil, err
@@ -64,6 +72,7 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	scrapeTransport.IdleConnTimeout = stats.DefaultSampleInterval + time.Second
 	scrapeClient := &http.Client{Timeout: cfg.ProbeTimeout, Transport: scrapeTransport}
 	st := stats.New(routes, inflight{px.Inflight()}, scrapeClient, log)
+	st.SetRouting(routing{bal})
 
 	// Every answer must be written within SERVE_WRITE_TIMEOUT_S of the
 	// request's start (httpx.Limits.Server) but the proxy's, which sets
@@ -79,7 +88,7 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	// /v1/responses/{id} pattern would answer 405.
 	srv.Handle("POST /v1/responses/input_tokens", httpx.NoWriteDeadline(tokens.New(routes, cfg.MCPTimeout, &http.Client{Transport: proxy.NewTransport()})))
 	srv.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, History: history, log: log}, nil
+	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, History: history, Balancer: bal, log: log}, nil
 }
 
 // Run serves until ctx ends, then stops the background work and returns.
@@ -96,10 +105,16 @@ func (a *App) Run(ctx context.Context) error {
 		defer close(historyDone)
 		a.History.Run(ctx)
 	}()
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		a.Balancer.Watch(ctx, a.Server.Routes(), engineLoad(a.Stats, a.Balancer.Config().ScrapeInterval))
+	}()
 	err := a.Server.Run(ctx)
 	cancel()
 	<-mcpDone
 	<-historyDone
+	<-loadDone
 	a.MCP.Close()
 	a.Proxy.Close()
 	return err
@@ -139,7 +154,7 @@ func (f inflight) Requests() []stats.Request {
 	return out
 }
 
-func (f inflight) Proxied(model string) int { return f.in.Counts()[model] }
+func (f inflight) Proxied(model, group string) int { return f.in.Count(model, group) }
 
 // Main runs the router from the process environment until SIGINT or
 // SIGTERM and returns the exit code: 0 on a clean stop, 1 when the

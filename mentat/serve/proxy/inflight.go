@@ -123,6 +123,19 @@ func (in *Inflight) Counts() map[string]int {
 	return out
 }
 
+// Count is how many requests for model are proxied to group right now.
+func (in *Inflight) Count(model, group string) int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	n := 0
+	for f := in.head; f != nil; f = f.next {
+		if f.model == model && f.group == group {
+			n++
+		}
+	}
+	return n
+}
+
 // Len is the number of requests in flight.
 func (in *Inflight) Len() int {
 	in.mu.Lock()

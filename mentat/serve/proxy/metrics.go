@@ -1,12 +1,13 @@
 package proxy
 
 import (
-	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fe64bb06/frontdoor/internal/promreg"
 )
 
 // metrics are the router's data-path metrics. The model label carries only
@@ -70,26 +71,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"model"}),
 	}
 	if reg != nil {
-		m.requests = register(reg, m.requests)
-		m.ttfb = register(reg, m.ttfb)
-		m.inflight = register(reg, m.inflight)
+		m.requests = promreg.Register(reg, m.requests)
+		m.ttfb = promreg.Register(reg, m.ttfb)
+		m.inflight = promreg.Register(reg, m.inflight)
 	}
 	return m
-}
-
-// register registers c, or returns the collector already registered under
-// the same description (a second Proxy on one registry shares it).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
 }
 
 // model returns the children for one label value, creating them once.

@@ -36,6 +36,12 @@ type fields struct {
 	// Stream is true when the body says "stream": true (JSON) or
 	// stream=true (multipart). It only labels the in-flight row.
 	Stream bool
+	// Messages, Prompt and Input are the raw JSON values of those
+	// top-level keys (slices of the body, nil when absent), and User the
+	// raw contents of a string "user": what the balancer reads
+	// (prompt.go). They are found in the same walk as model, at no cost
+	// beyond remembering where the values start and end.
+	Messages, Prompt, Input, User []byte
 }
 
 // ExtractModel returns the model a request body names. contentType is the
@@ -328,6 +334,47 @@ func keyIs(raw []byte, esc bool, name string) bool {
 	return err == nil && k == name
 }
 
+// object walks the object starting at s.i ('{'), calling fn for each key
+// with s.i at the key's value; fn must consume the value.
+func (s *jsonScanner) object(fn func(key []byte, kesc bool) error) error {
+	b := s.b
+	s.i++
+	s.ws()
+	if s.i < len(b) && b[s.i] == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		if s.i >= len(b) || b[s.i] != '"' {
+			return s.syntax("a string key")
+		}
+		key, err := s.str()
+		if err != nil {
+			return err
+		}
+		s.ws()
+		if s.i >= len(b) || b[s.i] != ':' {
+			return s.syntax("':' after a key")
+		}
+		s.i++
+		s.ws()
+		if err := fn(key, hasEscape(key)); err != nil {
+			return err
+		}
+		s.ws()
+		if s.i < len(b) && b[s.i] == ',' {
+			s.i++
+			s.ws()
+			continue
+		}
+		if s.i < len(b) && b[s.i] == '}' {
+			s.i++
+			return nil
+		}
+		return s.syntax("',' or '}'")
+	}
+}
+
 // scanJSON walks the top-level object once. It reads every top-level key
 // (so a second, different model is caught) but decodes only model and
 // stream.
@@ -340,70 +387,53 @@ func scanJSON(b []byte) (fields, error) {
 	if b[s.i] != '{' {
 		return fields{}, bodyErr("body is not a JSON object; send a JSON object with a model field (or multipart/form-data with a model text field)")
 	}
-	s.i++
 	var f fields
 	seen := false
-	s.ws()
-	if s.i < len(b) && b[s.i] == '}' {
-		s.i++
-	} else {
-		for {
+	err := s.object(func(key []byte, kesc bool) error {
+		start := s.i
+		switch {
+		case keyIs(key, kesc, "model"):
 			if s.i >= len(b) || b[s.i] != '"' {
-				return fields{}, s.syntax("a string key")
+				return bodyErr("model must be a JSON string")
 			}
-			key, err := s.str()
+			raw, err := s.str()
 			if err != nil {
-				return fields{}, err
+				return err
 			}
-			s.ws()
-			if s.i >= len(b) || b[s.i] != ':' {
-				return fields{}, s.syntax("':' after a key")
+			if len(raw) > 6*MaxModelName {
+				return bodyErr("model name is longer than the %d bytes allowed", MaxModelName)
 			}
-			s.i++
-			s.ws()
-			kesc := hasEscape(key)
-			switch {
-			case keyIs(key, kesc, "model"):
-				if s.i >= len(b) || b[s.i] != '"' {
-					return fields{}, bodyErr("model must be a JSON string")
-				}
-				raw, err := s.str()
-				if err != nil {
-					return fields{}, err
-				}
-				if len(raw) > 6*MaxModelName {
-					return fields{}, bodyErr("model name is longer than the %d bytes allowed", MaxModelName)
-				}
-				m, err := decodeString(raw, hasEscape(raw))
-				if err != nil {
-					return fields{}, err
-				}
-				if err := mergeModel(&f, &seen, m); err != nil {
-					return fields{}, err
-				}
-			case keyIs(key, kesc, "stream"):
-				start := s.i
-				if err := s.skipValue(); err != nil {
-					return fields{}, err
-				}
-				f.Stream = string(b[start:s.i]) == "true"
-			default:
-				if err := s.skipValue(); err != nil {
-					return fields{}, err
-				}
+			m, err := decodeString(raw, hasEscape(raw))
+			if err != nil {
+				return err
 			}
-			s.ws()
-			if s.i < len(b) && b[s.i] == ',' {
-				s.i++
-				s.ws()
-				continue
+			return mergeModel(&f, &seen, m)
+		case keyIs(key, kesc, "stream"):
+			if err := s.skipValue(); err != nil {
+				return err
 			}
-			if s.i < len(b) && b[s.i] == '}' {
-				s.i++
-				break
-			}
-			return fields{}, s.syntax("',' or '}'")
+			f.Stream = string(b[start:s.i]) == "true"
+			return nil
 		}
+		if err := s.skipValue(); err != nil {
+			return err
+		}
+		switch v := b[start:s.i]; {
+		case keyIs(key, kesc, "messages"):
+			f.Messages = v
+		case keyIs(key, kesc, "prompt"):
+			f.Prompt = v
+		case keyIs(key, kesc, "input"):
+			f.Input = v
+		case keyIs(key, kesc, "user"):
+			if len(v) >= 2 && v[0] == '"' {
+				f.User = v[1 : len(v)-1]
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fields{}, err
 	}
 	s.ws()
 	if s.i != len(b) {

@@ -1,6 +1,11 @@
 // Package proxy is the router's data path: it reads the model from a POST
-// body, looks it up in the current route snapshot, and relays the request
-// to the engine serving it, streaming the answer back frame by frame.
+// body, looks it up in the current route snapshot, lets the balancer order
+// the model's replicas, and relays the request to the first one that
+// accepts the connection, streaming the answer back frame by frame.
+//
+// A replica that refuses the connection (the dial failed: nothing was
+// sent) is marked refused and the request goes to the next replica at
+// once. Once a connection is up, the request is never sent elsewhere.
 //
 // A request is sent upstream exactly once. The body is read once into a
 // pooled buffer (httpx.ReadBody), so a request none of whose bytes were
@@ -24,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fe64bb06/frontdoor/internal/httpx"
+	"github.com/fe64bb06/frontdoor/mentat/serve/balance"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 )
 
@@ -64,6 +70,9 @@ type Config struct {
 	// it reads a body and WriteTimeout to answers that are not streams
 	// (zero fields: the httpx defaults).
 	Edge httpx.Limits
+	// Balancer orders a model's replicas. Nil means a balancer with the
+	// default policy (prefix), registered on the proxy's registry.
+	Balancer *balance.Balancer
 }
 
 func (c Config) withDefaults() Config {
@@ -97,6 +106,7 @@ type Proxy struct {
 	cfg       Config
 	log       *slog.Logger
 	transport http.RoundTripper
+	bal       *balance.Balancer
 	inflight  *Inflight
 	m         *metrics
 }
@@ -109,16 +119,22 @@ func New(src routes.Source, cfg Config, logger *slog.Logger, reg prometheus.Regi
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Proxy{src: src, cfg: cfg, log: logger, transport: cfg.Transport,
+	p := &Proxy{src: src, cfg: cfg, log: logger, transport: cfg.Transport, bal: cfg.Balancer,
 		inflight: newInflight(), m: newMetrics(reg)}
 	if p.transport == nil {
 		p.transport = NewTransport()
+	}
+	if p.bal == nil {
+		p.bal = balance.New(balance.Config{}, reg)
 	}
 	return p
 }
 
 // Inflight is the registry of requests being proxied now.
 func (p *Proxy) Inflight() *Inflight { return p.inflight }
+
+// Balancer is the replica balancer in use.
+func (p *Proxy) Balancer() *balance.Balancer { return p.bal }
 
 // Close drops idle upstream connections. Requests still running are not
 // affected; the proxy stays usable.
@@ -132,12 +148,17 @@ func (p *Proxy) Close() {
 type exchange struct {
 	start time.Time
 	// model is the metrics label: "" until a group is known to serve it.
-	model   string
-	code    int
-	route   *routes.Route
-	target  *url.URL
-	timeout time.Duration
-	flight  *flight
+	model string
+	code  int
+	// route is the replica being tried (the first in the balancer's
+	// order until one refuses); replicas is the model's whole list.
+	route    *routes.Route
+	replicas []*routes.Route
+	target   *url.URL
+	timeout  time.Duration
+	flight   *flight
+	// ticket counts the request on its replica until it ends.
+	ticket *balance.Ticket
 	// mm is the model's metrics, set with flight.
 	mm *modelMetrics
 	// headersOut is set once the upstream status line went to the client;
@@ -182,8 +203,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 	if err := p.route(x, f.Model); err != nil {
 		return err
 	}
-	x.target = Target(x.route, r.URL)
-	return p.forward(w, r, x, body, f.Stream)
+	bl := balance.GetBlocks()
+	defer balance.PutBlocks(bl)
+	req := routingRequest(x.model, &f, r.Header, p.bal.Config().SessionHeader, bl)
+	return p.forward(w, r, x, body, f.Stream, p.bal.Choose(x.replicas, req), req)
 }
 
 // route looks the model up in the current snapshot and sets x's model
@@ -197,11 +220,14 @@ func (p *Proxy) route(x *exchange, model string) error {
 		}
 		return Refusal(snap, model)
 	}
-	x.model, x.route = model, rt
+	x.model, x.route, x.replicas = model, rt, snap.Replicas[model]
+	if len(x.replicas) == 0 {
+		x.replicas = []*routes.Route{rt} // a snapshot not built by routes.New
+	}
 	return nil
 }
 
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, body *httpx.Body, stream bool) error {
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, body *httpx.Body, stream bool, d balance.Decision, req balance.Request) error {
 	// The clock starts when the request goes upstream: a slow upload is
 	// not generation time.
 	sent := time.Now()
@@ -219,11 +245,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 	_ = rc.SetWriteDeadline(deadline.Add(time.Second))
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 
-	x.flight = p.inflight.add(x.model, x.route.Group, int64(body.Len()), stream, x.start)
 	x.mm = p.m.model(x.model)
 	x.mm.gauge().Inc()
-
-	resp, err := httpx.RoundTrip(p.transport, upstreamRequest(ctx, x.target, body, r.Header))
+	resp, err := p.send(ctx, r, x, body, stream, d, req)
 	if err != nil {
 		return classifyUpstream(err, r.Context(), ctx, x)
 	}
@@ -263,6 +287,44 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 		return p.afterHeaders(r, ctx, classifyUpstream(readErr, r.Context(), ctx, x))
 	}
 	return nil
+}
+
+// send tries the replicas in the balancer's order until one takes the
+// connection, and returns its answer. Only a failed dial moves on: then
+// nothing of the request was written, and the replica is marked refused
+// (last in every order until a probe of it succeeds). Any other error,
+// once a connection was up, ends the request there (sent once).
+func (p *Proxy) send(ctx context.Context, r *http.Request, x *exchange, body *httpx.Body, stream bool, d balance.Decision, req balance.Request) (*http.Response, error) {
+	for i, rt := range d.Order {
+		reason, matched := d.Reason, d.Matched
+		if i > 0 {
+			reason, matched = balance.Refused, 0
+		}
+		x.route, x.target = rt, Target(rt, r.URL)
+		x.ticket = p.bal.Start(req, rt, reason, matched)
+		x.flight = p.inflight.add(x.model, rt.Group, int64(body.Len()), stream, x.start)
+		resp, err := httpx.RoundTrip(p.transport, upstreamRequest(ctx, x.target, body, r.Header))
+		if err == nil || !notSent(err) {
+			return resp, err
+		}
+		p.bal.Refuse(x.model, rt)
+		if i == len(d.Order)-1 || ctx.Err() != nil {
+			return nil, err
+		}
+		p.log.Warn("proxy_replica_refused", "model", x.model, "group", rt.Group, "upstream", x.upstream(),
+			"next", d.Order[i+1].Group, "err", err)
+		x.ticket.End()
+		p.inflight.remove(x.flight)
+	}
+	panic("proxy: a route without replicas") // route never leaves x.replicas empty
+}
+
+// notSent reports whether a round trip failed before any byte of the
+// request was written: the connection could not be made.
+func notSent(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns)
 }
 
 // relay copies the engine's answer to dst (see relay), recording the
@@ -429,6 +491,7 @@ func (p *Proxy) record(x *exchange) {
 		p.inflight.remove(x.flight)
 		x.mm.gauge().Dec()
 	}
+	x.ticket.End()
 	if x.code == 0 {
 		x.code = http.StatusOK
 	}

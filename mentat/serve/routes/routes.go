@@ -20,9 +20,14 @@ import (
 type Snapshot struct {
 	// Built is when the snapshot was made.
 	Built time.Time
-	// Models maps each routable model name to its route. A name listed by
-	// several admitted groups goes to the first group by name.
+	// Models maps each routable model name to its first replica (the first
+	// group by name): the route for whatever needs one engine per model
+	// (token counting, the MCP merge).
 	Models map[string]*Route
+	// Replicas maps each routable model name to every admitted group whose
+	// probe lists it, sorted by group name; Replicas[m][0] is Models[m].
+	// The proxy balances requests over them (package balance).
+	Replicas map[string][]*Route
 	// Groups holds every known group, admitted or not, by name.
 	Groups map[string]*Group
 	// Daemons holds every watched daemon, by its HTTP address.
@@ -47,6 +52,9 @@ type Route struct {
 	// Provider is the announced MENTAT_MODEL_PROVIDER, lowercased; empty
 	// when the container did not say.
 	Provider string
+	// Probed is when the group's last successful probe finished: the
+	// balancer clears a refused mark once a probe after it succeeded.
+	Probed time.Time
 }
 
 // Group is the router's view of one group (see /status.json).
@@ -91,11 +99,31 @@ type Daemon struct {
 	Source string
 }
 
-// New builds a snapshot from its parts and indexes it. It takes ownership of
-// the maps.
+// New builds a snapshot where each model has the one route given. It
+// takes ownership of the maps.
 func New(built time.Time, models map[string]*Route, groups map[string]*Group, daemons map[string]*Daemon) *Snapshot {
-	if models == nil {
-		models = map[string]*Route{}
+	replicas := make(map[string][]*Route, len(models))
+	for m, r := range models {
+		replicas[m] = []*Route{r}
+	}
+	return NewReplicated(built, replicas, groups, daemons)
+}
+
+// NewReplicated builds a snapshot from every route of each model (in any
+// order: they are sorted by group name) and indexes it; Models is each
+// model's first replica. It takes ownership of the maps and slices.
+func NewReplicated(built time.Time, replicas map[string][]*Route, groups map[string]*Group, daemons map[string]*Daemon) *Snapshot {
+	if replicas == nil {
+		replicas = map[string][]*Route{}
+	}
+	models := make(map[string]*Route, len(replicas))
+	for m, rs := range replicas {
+		if len(rs) == 0 {
+			delete(replicas, m)
+			continue
+		}
+		sort.Slice(rs, func(i, j int) bool { return rs[i].Group < rs[j].Group })
+		models[m] = rs[0]
 	}
 	if groups == nil {
 		groups = map[string]*Group{}
@@ -103,7 +131,7 @@ func New(built time.Time, models map[string]*Route, groups map[string]*Group, da
 	if daemons == nil {
 		daemons = map[string]*Daemon{}
 	}
-	s := &Snapshot{Built: built, Models: models, Groups: groups, Daemons: daemons, serves: map[string][]string{}}
+	s := &Snapshot{Built: built, Models: models, Replicas: replicas, Groups: groups, Daemons: daemons, serves: map[string][]string{}}
 	for name, g := range groups {
 		s.serves[name] = append(s.serves[name], name)
 		for _, m := range g.Models {
@@ -125,10 +153,11 @@ func New(built time.Time, models map[string]*Route, groups map[string]*Group, da
 // Empty is the snapshot before discovery has found anything.
 func Empty() *Snapshot { return New(time.Time{}, nil, nil, nil) }
 
-// Lookup resolves a model name. It returns the route when the model is
-// routable. Otherwise, when some group is known to serve the name, it
-// returns that group (the first by name that is not admitted) so the
-// caller can answer 503 with its WhyNot; else both are nil (404).
+// Lookup resolves a model name. It returns the first replica's route when
+// the model is routable (Replicas has them all). Otherwise, when some group
+// is known to serve the name, it returns that group (the first by name that
+// is not admitted) so the caller can answer 503 with its WhyNot; else both
+// are nil (404).
 func (s *Snapshot) Lookup(model string) (*Route, *Group) {
 	if r, ok := s.Models[model]; ok {
 		return r, s.Groups[r.Group]

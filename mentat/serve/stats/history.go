@@ -13,7 +13,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/fe64bb06/frontdoor/internal/series"
-	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 )
 
 // Defaults of the history behind /stats/series.json.
@@ -90,9 +89,9 @@ func (h *History) Sample(ctx context.Context, now time.Time) {
 	values := map[seriesKey]float64{}
 	for _, model := range snap.Available() {
 		var agg modelSum
-		// One group serves a model today; with replicas each adds a row
-		// here and the model's series are their sum.
-		for _, rt := range []*routes.Route{snap.Models[model]} {
+		// Each replica has its own series; the model's are their sum
+		// (means weighted, see modelSum).
+		for _, rt := range snap.Replicas[model] {
 			g := groupSample{h: h, values: values, key: seriesKey{Model: model, Group: rt.Group}}
 			g.set(FieldProxied, float64(proxied[[2]string{model, rt.Group}]))
 			if n, err := engineNumbers(results, model, rt); err == nil {

@@ -11,8 +11,8 @@ type Inflight interface {
 	// owns the slice. A request must leave the list when it ends, including
 	// when its client hangs up.
 	Requests() []Request
-	// Proxied is how many requests for model are in flight now.
-	Proxied(model string) int
+	// Proxied is how many requests for model are in flight to group now.
+	Proxied(model, group string) int
 }
 
 // Request is one in-flight request as the proxy sees it.

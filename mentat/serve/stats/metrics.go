@@ -201,6 +201,13 @@ func (f Families) sum(names []string, match func(*dto.Metric) bool) *float64 {
 	return finite(s)
 }
 
+// Total sums every series of the family name (0 when the exposition has
+// none): a counter's or gauge's value over all its label sets.
+func (f Families) Total(name string) float64 {
+	s, _ := f.collect([]string{name}, func(*dto.Metric) bool { return true })
+	return s
+}
+
 // finite drops sums that overflowed: JSON has no Inf or NaN.
 func finite(v float64) *float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {

@@ -181,3 +181,13 @@ func FuzzParseMetrics(f *testing.F) {
 		}
 	})
 }
+
+func TestTotal(t *testing.T) {
+	fams, err := ParseMetrics(strings.NewReader("# TYPE a_total counter\na_total{x=\"1\"} 2\na_total{x=\"2\"} 3\n# TYPE g gauge\ng 1.5\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fams.Total("a_total") != 5 || fams.Total("g") != 1.5 || fams.Total("missing") != 0 {
+		t.Errorf("totals %v %v %v", fams.Total("a_total"), fams.Total("g"), fams.Total("missing"))
+	}
+}

@@ -41,13 +41,18 @@ func newScraper(client *http.Client, ttl, timeout time.Duration, logger *slog.Lo
 // than ttl. A caller whose ctx ends stops waiting, but a scrape it started
 // runs on (up to the scrape timeout) for the callers behind it.
 func (s *scraper) get(ctx context.Context, url string) (Families, error) {
+	return s.getFresh(ctx, url, s.ttl)
+}
+
+// getFresh is get reusing a cached answer only when younger than maxAge.
+func (s *scraper) getFresh(ctx context.Context, url string, maxAge time.Duration) (Families, error) {
 	s.mu.Lock()
 	e := s.entries[url]
 	if e == nil {
 		e = &scrapeEntry{}
 		s.entries[url] = e
 	}
-	if e.running == nil && !e.at.IsZero() && s.now().Sub(e.at) < s.ttl {
+	if e.running == nil && !e.at.IsZero() && s.now().Sub(e.at) < maxAge {
 		fams, err := e.fams, e.err
 		s.mu.Unlock()
 		return fams, err
@@ -99,13 +104,18 @@ func (s *scraper) keep(urls map[string]bool) {
 }
 
 func (s *scraper) fetch(ctx context.Context, url string) (Families, error) {
+	return FetchMetrics(ctx, s.client, url)
+}
+
+// FetchMetrics GETs and parses one exposition (at most 16 MiB), asking for
+// the classic text format, which every vLLM version serves.
+func FetchMetrics(ctx context.Context, client *http.Client, url string) (Families, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", url, err)
 	}
-	// Ask for the classic text format: every vLLM version serves it.
 	req.Header.Set("Accept", "text/plain;version=0.0.4;q=1,*/*;q=0.1")
-	resp, err := s.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", url, err)
 	}

@@ -1,7 +1,8 @@
-// Package stats serves the router's /stats.json: for every routable model,
-// what the engine serving it reports on /metrics, plus the requests the
-// router is carrying; for every group that fails its gate, one row with the
-// reason. The status page (package ui) polls it.
+// Package stats serves the router's /stats.json: for every replica of
+// every routable model (one row each, under the model), what its engine
+// reports on /metrics, how the balancer sees it and the requests the
+// router is carrying; for every group that fails its gate, one row with
+// the reason. The status page (package ui) polls it.
 package stats
 
 import (
@@ -34,6 +35,7 @@ const (
 type Stats struct {
 	src      routes.Source
 	inflight Inflight
+	routing  Routing
 	scraper  *scraper
 	started  time.Time
 	now      func() time.Time
@@ -59,6 +61,34 @@ func New(src routes.Source, inflight Inflight, client *http.Client, logger *slog
 	}
 }
 
+// Routing is the balancer's view of a replica (nil: rows carry none).
+type Routing interface {
+	Replica(rt *routes.Route) RoutingRow
+}
+
+// RoutingRow is why a replica gets traffic: its routing state, the load
+// the policies compare, and the decisions so far by reason.
+type RoutingRow struct {
+	State     string             `json:"state"`
+	Load      float64            `json:"load"`
+	Decisions map[string]float64 `json:"decisions"`
+}
+
+// SetRouting makes rows carry the balancer's view; call it before serving.
+func (s *Stats) SetRouting(r Routing) { s.routing = r }
+
+// Scrape returns the exposition of the engine behind rt, reusing a cached
+// one younger than maxAge and sharing a scrape in progress with the
+// document: the balancer's load reads and the page cost one scrape per
+// engine per interval.
+func (s *Stats) Scrape(ctx context.Context, rt *routes.Route, maxAge time.Duration) (Families, error) {
+	u := metricsURL(rt)
+	if u == "" {
+		return nil, fmt.Errorf("route for %s has no engine URL", rt.Model)
+	}
+	return s.scraper.getFresh(ctx, u, maxAge)
+}
+
 // Document is the /stats.json body. Discovery, set while no watched
 // daemon is connected, says so and what to do (the page shows it).
 type Document struct {
@@ -72,12 +102,15 @@ type Document struct {
 // engine does not publish them, when its /metrics could not be read
 // (ScrapeError says why), and always for a group that fails its gate.
 type Row struct {
-	Model            string             `json:"model"`
-	Group            string             `json:"group"`
-	Provider         string             `json:"provider"`
-	Healthy          bool               `json:"healthy"`
-	WhyNot           *string            `json:"why_not"`
-	Proxied          int                `json:"proxied"`
+	Model    string  `json:"model"`
+	Group    string  `json:"group"`
+	Provider string  `json:"provider"`
+	Healthy  bool    `json:"healthy"`
+	WhyNot   *string `json:"why_not"`
+	Proxied  int     `json:"proxied"`
+	// Routing is the balancer's view of a routable replica (null for a
+	// failing group).
+	Routing          *RoutingRow        `json:"routing"`
 	Running          *float64           `json:"running"`
 	Waiting          *float64           `json:"waiting"`
 	KV               *float64           `json:"kv"`
@@ -130,24 +163,29 @@ func (s *Stats) Document(ctx context.Context) Document {
 
 	results := s.scrapeAll(ctx, snap)
 
-	proxied := func(model string) int {
+	proxied := func(model, group string) int {
 		if s.inflight == nil {
 			return 0
 		}
-		return s.inflight.Proxied(model)
+		return s.inflight.Proxied(model, group)
 	}
 	for _, model := range snap.Available() {
-		rt := snap.Models[model]
-		row := Row{Model: model, Group: rt.Group, Provider: rt.Provider, Healthy: true, Proxied: proxied(model)}
-		if n, err := engineNumbers(results, model, rt); err != nil {
-			row.ScrapeError = err.Error()
-		} else {
-			row.Running, row.Waiting, row.KV = n.Running, n.Waiting, n.KV
-			row.PromptTokens, row.GenerationTokens, row.Preemptions = n.PromptTokens, n.GenerationTokens, n.Preemptions
-			row.TTFTS, row.QueueS, row.ITLS = n.TTFT, n.Queue, n.ITL
-			row.Finished = n.Finished
+		for _, rt := range snap.Replicas[model] {
+			row := Row{Model: model, Group: rt.Group, Provider: rt.Provider, Healthy: true, Proxied: proxied(model, rt.Group)}
+			if s.routing != nil {
+				r := s.routing.Replica(rt)
+				row.Routing = &r
+			}
+			if n, err := engineNumbers(results, model, rt); err != nil {
+				row.ScrapeError = err.Error()
+			} else {
+				row.Running, row.Waiting, row.KV = n.Running, n.Waiting, n.KV
+				row.PromptTokens, row.GenerationTokens, row.Preemptions = n.PromptTokens, n.GenerationTokens, n.Preemptions
+				row.TTFTS, row.QueueS, row.ITLS = n.TTFT, n.Queue, n.ITL
+				row.Finished = n.Finished
+			}
+			doc.Models = append(doc.Models, row)
 		}
-		doc.Models = append(doc.Models, row)
 	}
 	for _, name := range snap.GroupNames() {
 		g := snap.Groups[name]
@@ -167,9 +205,7 @@ func (s *Stats) Document(ctx context.Context) Document {
 		}
 		n := 0
 		for _, m := range g.Models {
-			if rt := snap.Models[m]; rt == nil || rt.Group == name {
-				n += proxied(m)
-			}
+			n += proxied(m, name)
 		}
 		doc.Models = append(doc.Models, Row{Model: model, Group: name, Provider: g.Provider, WhyNot: &why, Proxied: n})
 	}
@@ -208,9 +244,11 @@ type scrapeResult struct {
 // has answered or ctx ends.
 func (s *Stats) scrapeAll(ctx context.Context, snap *routes.Snapshot) map[string]scrapeResult {
 	urls := map[string]bool{}
-	for _, rt := range snap.Models {
-		if u := metricsURL(rt); u != "" {
-			urls[u] = true
+	for _, reps := range snap.Replicas {
+		for _, rt := range reps {
+			if u := metricsURL(rt); u != "" {
+				urls[u] = true
+			}
 		}
 	}
 	results := make(map[string]scrapeResult, len(urls))

@@ -92,12 +92,12 @@ func (g *registry) Requests() []Request {
 	return out
 }
 
-func (g *registry) Proxied(model string) int {
+func (g *registry) Proxied(model, group string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	n := 0
 	for _, q := range g.reqs {
-		if q.Model == model {
+		if q.Model == model && q.Group == group {
 			n++
 		}
 	}
@@ -419,5 +419,56 @@ func TestDocumentDiscoveryNote(t *testing.T) {
 		map[string]*routes.Daemon{"127.0.0.1:6380": {Connected: true}}))
 	if doc := getDoc(t, srv.URL); doc.Discovery != "" {
 		t.Fatalf("discovery = %q with a group known", doc.Discovery)
+	}
+}
+
+// fakeRouting is a balancer view with fixed answers per group.
+type fakeRouting map[string]RoutingRow
+
+func (f fakeRouting) Replica(rt *routes.Route) RoutingRow { return f[rt.Group] }
+
+func TestDocumentRowPerReplica(t *testing.T) {
+	a, b := newEngine(t, "vllm-current.txt"), newEngine(t, "vllm-v0.txt")
+	var h routes.Holder
+	h.Store(routes.NewReplicated(time.Now(),
+		map[string][]*routes.Route{"m": {
+			route(t, "m", "rep-b", b.URL+"/v1", "vllm"),
+			route(t, "m", "rep-a", a.URL+"/v1", "vllm"),
+		}},
+		map[string]*routes.Group{
+			"rep-a": {Name: "rep-a", Healthy: true, Models: []string{"m"}},
+			"rep-b": {Name: "rep-b", Healthy: true, Models: []string{"m"}},
+		}, nil))
+	reg := &registry{}
+	reg.add(Request{Model: "m", Group: "rep-b", Started: time.Now()})
+	reg.add(Request{Model: "m", Group: "rep-b", Started: time.Now()})
+	s := New(&h, reg, nil, nil)
+	s.SetRouting(fakeRouting{
+		"rep-a": {State: "ready", Load: 1, Decisions: map[string]float64{"affinity": 4}},
+		"rep-b": {State: "refused", Load: 9},
+	})
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	doc := getDoc(t, srv.URL)
+	if len(doc.Models) != 2 {
+		t.Fatalf("rows = %d, want one per replica: %+v", len(doc.Models), doc.Models)
+	}
+	ra, rb := doc.Models[0], doc.Models[1]
+	if ra.Model != "m" || ra.Group != "rep-a" || rb.Model != "m" || rb.Group != "rep-b" {
+		t.Fatalf("rows %s/%s, %s/%s; want m/rep-a then m/rep-b", ra.Model, ra.Group, rb.Model, rb.Group)
+	}
+	if ra.Proxied != 0 || rb.Proxied != 2 {
+		t.Errorf("proxied %d and %d, want 0 and 2 (counted per replica)", ra.Proxied, rb.Proxied)
+	}
+	if ra.Routing == nil || ra.Routing.State != "ready" || ra.Routing.Decisions["affinity"] != 4 ||
+		rb.Routing == nil || rb.Routing.State != "refused" || rb.Routing.Load != 9 {
+		t.Errorf("routing %+v and %+v", ra.Routing, rb.Routing)
+	}
+	// Each replica's own engine numbers (no series names "m": the
+	// engine's totals).
+	checkNum(t, "rep-a running", ra.Running, ptr(10))
+	checkNum(t, "rep-b kv", rb.KV, ptr(0.25))
+	if a.scrapes.Load() != 1 || b.scrapes.Load() != 1 {
+		t.Errorf("scrapes %d and %d, want one each", a.scrapes.Load(), b.scrapes.Load())
 	}
 }

@@ -62,10 +62,10 @@ func (c *carrying) Requests() []stats.Request {
 	return append([]stats.Request(nil), c.reqs...)
 }
 
-func (c *carrying) Proxied(model string) int {
+func (c *carrying) Proxied(model, group string) int {
 	n := 0
 	for _, r := range c.Requests() {
-		if r.Model == model {
+		if r.Model == model && r.Group == group {
 			n++
 		}
 	}

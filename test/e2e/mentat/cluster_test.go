@@ -79,12 +79,13 @@ func actorPID(t *testing.T, addr, group string) int {
 // the enginesim it runs as its actor.
 type engine struct {
 	group, model string
-	port         int    // the OpenAI port
-	mcpPort      int    // 0: no management MCP
-	urlForm      bool   // announce http://127.0.0.1:port/v1 instead of port/v1
-	host         string // enginesim --host (default 127.0.0.1)
-	noCommand    bool   // register without running anything
-	itl          string // enginesim --itl (default 5ms)
+	port         int      // the OpenAI port
+	mcpPort      int      // 0: no management MCP
+	urlForm      bool     // announce http://127.0.0.1:port/v1 instead of port/v1
+	host         string   // enginesim --host (default 127.0.0.1)
+	noCommand    bool     // register without running anything
+	itl          string   // enginesim --itl (default 5ms)
+	args         []string // more enginesim flags
 	wrap         func(argv []string) []string
 	agent        *testproc.Proc
 }
@@ -111,6 +112,7 @@ func startAgent(t *testing.T, daemonAddr string, e *engine) {
 	if !e.noCommand {
 		eng := []string{testproc.Bin(t, "enginesim"), "--model", e.model, "--host", e.host, "--port", itoa(e.port),
 			"--ttft", "20ms", "--itl", e.itl}
+		eng = append(eng, e.args...)
 		if e.mcpPort != 0 {
 			eng = append(eng, "--mcp-port", itoa(e.mcpPort))
 			env = append(env, "MENTAT_MCP_API="+itoa(e.mcpPort)+"/mcp")

@@ -159,7 +159,7 @@ func TestStatusPageChartsUnderTraffic(t *testing.T) {
 	b.Until("alpha's sparkline with two points", `(() => { const p = document.querySelector('`+spark+` path.ln'); return !!p && +p.dataset.n >= 2; })()`)
 
 	b.Do("expand alpha", chromedp.Click(`tr.model[data-model="alpha-7b"] td.name`))
-	detail := `tr.detail[data-for="m:alpha-7b"]`
+	detail := `tr.detail[data-for^="m:alpha-7b"]` // keyed by model and group
 	b.Until("alpha's charts with two samples of every engine series", `(() => {
 		const ps = Array.from(document.querySelectorAll('`+detail+` path.ln'));
 		const n = (f) => { const p = ps.find((p) => p.dataset.field === f); return p ? +p.dataset.n : 0; };

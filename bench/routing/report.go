@@ -1,0 +1,150 @@
+package routing
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fe64bb06/frontdoor/bench/internal/harness"
+)
+
+func mkdir(d string) error { return os.MkdirAll(d, 0o755) }
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()) }
+
+// markdown renders the section: the setup, then per cluster size and
+// workload a knee summary and every step.
+func markdown(cfg Config, r Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "One model served by %v enginesim replicas (each: `%s`), every policy behind its own `mentatd-serve` "+
+		"over the same engines (`ROUTING_POLICY`, `ROUTING_SCRAPE_S=0.5`, the rest default), all on the server CPUs. "+
+		"Each step offers Poisson arrivals for %s at the rate shown, every request a stream of %d tokens "+
+		"(`ignore_eos`); TTFT is the time to the first frame at the client, a failed request counts as %s. "+
+		"A policy's ladder stops after the first step whose p90 passes %s or that fails a request. "+
+		"Goodput is the requests served per second of the step; the knee is the highest rate whose p90 TTFT is within %s "+
+		"with every request served, and the throughput there is its goodput.\n\n",
+		cfg.Replicas, strings.Join(engineFlags, " "), cfg.Duration, maxTokens, requestTimeout, stopP90, kneeP90)
+	fmt.Fprintf(&b, "Workloads: **shared**, %d tenants per replica, each with its own %d-token system prompt, picked at random, "+
+		"and a short question; **distinct**, %d-token prompts that share nothing; **preloaded**, %d-token distinct prompts while "+
+		"replica 0's 16 slots are held by %d-token generations sent to its engine directly (not through the router). "+
+		"Every request carries `X-Session-ID` (the tenant in the shared workload, unique otherwise) for the session policy. "+
+		"Hit rate is the engines' own prefix-cache hits over queries (tokens) during the step; every policy's prompts carry "+
+		"their own salt, so no policy finds a cache another warmed.\n\n",
+		tenantsPerRep, systemWords, distinctWords, preloadWords, preloadTokens)
+	for _, n := range cfg.Replicas {
+		for _, w := range []string{Shared, Distinct, Preloaded} {
+			var knees, steps [][]string
+			for _, p := range Policies {
+				c, ok := r.Curve(n, w, p)
+				if !ok {
+					continue
+				}
+				if k, ok := c.Knee(); ok {
+					knees = append(knees, []string{p, fmt.Sprintf("%.1f", k.Rate), fmt.Sprintf("%.1f", k.Throughput), secs(k.P90), fmt.Sprintf("%.0f%%", 100*k.HitRate)})
+				} else {
+					knees = append(knees, []string{p, "none", "–", "–", "–"})
+				}
+				for _, s := range c.Steps {
+					steps = append(steps, []string{p, fmt.Sprintf("%.1f", s.Rate), fmt.Sprintf("%.1f", s.Throughput),
+						secs(s.P50), secs(s.P90), secs(s.P99), fmt.Sprintf("%.0f%%", 100*s.HitRate),
+						fmt.Sprintf("%d/%d (%.1f%%)", s.OK, s.Sent, 100*s.success())})
+				}
+			}
+			if len(steps) == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "### %d replicas, %s\n\n", n, w)
+			b.WriteString(harness.Table([]string{"policy", "knee (req/s offered)", "throughput at the knee (req/s)", "p90 TTFT there (s)", "hit rate there"}, knees, true) + "\n")
+			b.WriteString(harness.Table([]string{"policy", "offered req/s", "goodput req/s", "p50 TTFT (s)", "p90 (s)", "p99 (s)", "prefix hit rate", "success"}, steps, true) + "\n")
+		}
+	}
+	return b.String()
+}
+
+// Comparison is one target's figures: the policy's against the baseline.
+type Comparison struct {
+	Known    bool
+	Measured string
+	Met      bool
+}
+
+// SharedTTFT compares prefix's p90 TTFT with round-robin's at the first
+// rate where round-robin's p90 passes 2 s (target: ≤ 0.25×).
+func (r Result) SharedTTFT(n int) Comparison {
+	rr, ok1 := r.Curve(n, Shared, "round-robin")
+	px, ok2 := r.Curve(n, Shared, "prefix")
+	if !ok1 || !ok2 {
+		return Comparison{}
+	}
+	for _, s := range rr.Steps {
+		if s.P90 > kneeP90 {
+			p, ok := px.At(s.Rate)
+			if !ok {
+				return Comparison{Known: true, Measured: fmt.Sprintf("prefix stopped below %.1f req/s, where round-robin's p90 is %ss", s.Rate, secs(s.P90))}
+			}
+			ratio := p.P90.Seconds() / s.P90.Seconds()
+			return Comparison{Known: true, Met: ratio <= 0.25,
+				Measured: fmt.Sprintf("%.2f× (%ss vs %ss at %.1f req/s)", ratio, secs(p.P90), secs(s.P90), s.Rate)}
+		}
+	}
+	return Comparison{Known: true, Measured: "round-robin's p90 stayed within 2 s at every rate offered"}
+}
+
+// KneeRatio compares the throughput at the knee of policy with base's on
+// workload w.
+func (r Result) KneeRatio(n int, w, policy, base string) (float64, Comparison) {
+	a, ok1 := r.Curve(n, w, policy)
+	b, ok2 := r.Curve(n, w, base)
+	if !ok1 || !ok2 {
+		return 0, Comparison{}
+	}
+	ka, okA := a.Knee()
+	kb, okB := b.Knee()
+	switch {
+	case !okA:
+		return 0, Comparison{Known: true, Measured: policy + " has no knee (its lowest rate already missed)"}
+	case !okB:
+		return 0, Comparison{Known: true, Measured: fmt.Sprintf("%s has no knee; %s's is %.1f req/s", base, policy, ka.Throughput)}
+	}
+	ratio := ka.Throughput / kb.Throughput
+	bound := ""
+	if last := a.Steps[len(a.Steps)-1]; last.Rate == ka.Rate {
+		// The ladder ended below the policy's knee: a lower bound.
+		bound = "≥ "
+	}
+	return ratio, Comparison{Known: true, Measured: fmt.Sprintf("%s%.2f× (%.1f vs %.1f req/s)", bound, ratio, ka.Throughput, kb.Throughput)}
+}
+
+// PreloadedP99 compares prefix's p99 TTFT with round-robin's on the
+// preloaded workload at the highest rate both ran (target: ≤ 0.5×).
+func (r Result) PreloadedP99(n int) Comparison {
+	rr, ok1 := r.Curve(n, Preloaded, "round-robin")
+	px, ok2 := r.Curve(n, Preloaded, "prefix")
+	if !ok1 || !ok2 {
+		return Comparison{}
+	}
+	for i := len(rr.Steps) - 1; i >= 0; i-- {
+		s := rr.Steps[i]
+		if p, ok := px.At(s.Rate); ok {
+			ratio := p.P99.Seconds() / s.P99.Seconds()
+			return Comparison{Known: true, Met: ratio <= 0.5,
+				Measured: fmt.Sprintf("%.2f× (%ss vs %ss at %.1f req/s)", ratio, secs(p.P99), secs(s.P99), s.Rate)}
+		}
+	}
+	return Comparison{}
+}
+
+// Success is how many of policy's requests were served, over every step
+// of every workload and cluster size, overload steps included.
+func (r Result) Success(policy string) (ok, sent int) {
+	for _, c := range r.Curves {
+		if c.Policy != policy {
+			continue
+		}
+		for _, s := range c.Steps {
+			ok, sent = ok+s.OK, sent+s.Sent
+		}
+	}
+	return ok, sent
+}

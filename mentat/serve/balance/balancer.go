@@ -1,0 +1,366 @@
+package balance
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
+)
+
+// Balancer orders a model's replicas for each request. Create it with
+// New; it is safe for concurrent use.
+type Balancer struct {
+	cfg Config
+	now func() time.Time
+	m   *metrics
+
+	// replicas holds per-group state (*replicaState): a group is one
+	// engine, whatever number of models it serves.
+	replicas sync.Map
+	// models holds per-model state (*modelState).
+	models sync.Map
+}
+
+type replicaState struct {
+	inflight atomic.Int64
+	// refused is when the replica last refused a connection (unix
+	// nanoseconds), 0 when it has not since its last good probe.
+	refused atomic.Int64
+	load    atomic.Pointer[EngineLoad]
+}
+
+type modelState struct {
+	ix *index
+	rr atomic.Uint64
+}
+
+// EngineLoad is what one engine's /metrics said.
+type EngineLoad struct {
+	// Running and Waiting are the engine's requests being generated and
+	// queued; KV its KV-cache usage, 0–1 (HasKV false when unpublished).
+	Running, Waiting, KV float64
+	HasKV                bool
+	// At is when the scrape ended; OK is false when it failed or had no
+	// request counts (the replica counts as busy, as when At is old).
+	At time.Time
+	OK bool
+	// Own is how many requests the router had in flight to the engine
+	// when the scrape ended (Watch sets it): the part of Running+Waiting
+	// that is the router's own, already counted live.
+	Own float64
+}
+
+// New returns a Balancer. Its metrics are registered on reg (nil: not
+// registered).
+func New(cfg Config, reg prometheus.Registerer) *Balancer {
+	return &Balancer{cfg: cfg.withDefaults(), now: time.Now, m: newMetrics(reg)}
+}
+
+// Config is the configuration in use, defaults filled in.
+func (b *Balancer) Config() Config { return b.cfg }
+
+func (b *Balancer) replica(group string) *replicaState {
+	if v, ok := b.replicas.Load(group); ok {
+		return v.(*replicaState)
+	}
+	v, _ := b.replicas.LoadOrStore(group, &replicaState{})
+	return v.(*replicaState)
+}
+
+func (b *Balancer) model(name string) *modelState {
+	if v, ok := b.models.Load(name); ok {
+		return v.(*modelState)
+	}
+	v, _ := b.models.LoadOrStore(name, &modelState{ix: newIndex(b.cfg.IndexBlocks)})
+	return v.(*modelState)
+}
+
+// Request is what the policies read from one request.
+type Request struct {
+	Model string
+	// Keys are the prompt's block keys (Blocks.Keys); nil when the body
+	// has no prompt.
+	Keys []uint64
+	// Session is the session key ("" when the request has none).
+	Session string
+}
+
+// Decision is a replica order for one request.
+type Decision struct {
+	// Order lists every replica, the one to try first first; the proxy
+	// moves to the next only when one refuses the connection.
+	Order []*routes.Route
+	// Reason is why Order[0] was chosen.
+	Reason Reason
+	// Matched is how many prompt blocks Order[0] holds (prefix policy).
+	Matched int
+}
+
+// rank orders replicas before load: ready ones first, then those whose
+// engine numbers are stale, then those that refused a connection since
+// their last good probe.
+const (
+	rankReady = iota
+	rankStale
+	rankRefused
+)
+
+type cand struct {
+	rt    *routes.Route
+	st    *replicaState
+	rank  int
+	load  float64
+	tie   uint64
+	depth int
+}
+
+// before is the load order: rank, then load, then the tie-break hash.
+func (c *cand) before(d *cand) bool {
+	if c.rank != d.rank {
+		return c.rank < d.rank
+	}
+	if c.load != d.load {
+		return c.load < d.load
+	}
+	return c.tie > d.tie
+}
+
+// Choose orders reps (a snapshot's Replicas for the model) for req.
+func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
+	if len(reps) == 0 {
+		return Decision{}
+	}
+	now := b.now()
+	ms := b.model(req.Model)
+	var buf [8]cand
+	cs := buf[:0]
+	for _, rt := range reps {
+		st := b.replica(rt.Group)
+		c := cand{rt: rt, st: st}
+		c.rank, c.load = b.score(st, rt, now)
+		cs = append(cs, c)
+	}
+	d := Decision{Order: make([]*routes.Route, len(cs))}
+	switch b.cfg.Policy {
+	case First, RoundRobin:
+		start := 0
+		if b.cfg.Policy == RoundRobin {
+			start = int(ms.rr.Add(1) % uint64(len(cs)))
+		}
+		// The fixed order, except that replicas which refused since
+		// their last probe go last.
+		i := 0
+		for pass := 0; pass < 2; pass++ {
+			for k := range cs {
+				c := &cs[(start+k)%len(cs)]
+				if (c.rank == rankRefused) == (pass == 1) {
+					d.Order[i] = c.rt
+					i++
+				}
+			}
+		}
+		d.Reason = Order
+		return d
+	}
+
+	// Ties in load go by a hash of the first prompt block (or a rotating
+	// counter when there is none): distinct prompts spread even when
+	// every replica is idle, and the same prompt lands the same way.
+	seed := ms.rr.Add(1)
+	if len(req.Keys) > 0 {
+		seed = req.Keys[0]
+	}
+	for i := range cs {
+		cs[i].tie = hrw(seed, cs[i].rt.Group)
+	}
+	sortCands(cs)
+	least := &cs[0]
+	pick, reason := 0, Load
+
+	switch b.cfg.Policy {
+	case Prefix:
+		if len(req.Keys) > 0 {
+			depth := make([]int, len(cs))
+			groups := make([]string, len(cs))
+			for i := range cs {
+				groups[i] = cs[i].rt.Group
+			}
+			ms.ix.match(req.Keys, groups, depth)
+			best := -1
+			for i := range cs {
+				cs[i].depth = depth[i]
+				// cs is in load order: the first of equal depth is the
+				// least loaded of them.
+				if depth[i] > 0 && (best < 0 || depth[i] > cs[best].depth) {
+					best = i
+				}
+			}
+			if best >= 0 {
+				if b.within(&cs[best], least) {
+					pick, reason = best, Affinity
+				} else {
+					reason = Fallback
+				}
+			}
+		}
+	case Session:
+		if req.Session != "" {
+			key := xxhash.Sum64String(req.Session)
+			best, bestH := -1, uint64(0)
+			for i := range cs {
+				if h := hrw(key, cs[i].rt.Group); best < 0 || h > bestH {
+					best, bestH = i, h
+				}
+			}
+			if b.within(&cs[best], least) {
+				pick, reason = best, Affinity
+			} else {
+				// The session's replica is saturated: the next by the
+				// same hash that is not, else the least loaded.
+				reason = Fallback
+				next, nextH := -1, uint64(0)
+				for i := range cs {
+					if i == best || !b.within(&cs[i], least) {
+						continue
+					}
+					if h := hrw(key, cs[i].rt.Group); next < 0 || h > nextH {
+						next, nextH = i, h
+					}
+				}
+				if next >= 0 {
+					pick = next
+				}
+			}
+		}
+	}
+	d.Order[0] = cs[pick].rt
+	d.Matched = cs[pick].depth
+	i := 1
+	for k := range cs {
+		if k != pick {
+			d.Order[i] = cs[k].rt
+			i++
+		}
+	}
+	d.Reason = reason
+	return d
+}
+
+// within reports whether c may take a request it is preferred for: it is
+// no less available than the least-loaded replica and carries at most
+// Threshold more load.
+func (b *Balancer) within(c, least *cand) bool {
+	return c.rank <= least.rank && c.load <= least.load+b.cfg.Threshold
+}
+
+func sortCands(cs []cand) {
+	for i := 1; i < len(cs); i++ {
+		for j := i; j > 0 && cs[j].before(&cs[j-1]); j-- {
+			cs[j], cs[j-1] = cs[j-1], cs[j]
+		}
+	}
+}
+
+// hrw is a rendezvous (highest random weight) score of group for key: the
+// same key ranks the groups the same way in every process, and removing
+// one group moves only the keys that ranked it first.
+func hrw(key uint64, group string) uint64 {
+	return chain(key, xxhash.Sum64String(group))
+}
+
+// score is a replica's rank and load. Load is the router's own in-flight
+// count now (exact) plus the engine's requests that were not the
+// router's at the last scrape (running + waiting − Own: other clients of
+// the engine), plus the waiting requests once more, since a queue means
+// the engine is full, plus Threshold when the KV cache is past KVFull.
+// The scrape is up to a few hundred milliseconds old; subtracting what
+// the router itself had in flight then keeps a stale count of the
+// router's own requests from weighing twice. Without fresh engine numbers
+// the load is the in-flight count alone and the rank is stale.
+func (b *Balancer) score(st *replicaState, rt *routes.Route, now time.Time) (int, float64) {
+	own := float64(st.inflight.Load())
+	rank := rankReady
+	if r := st.refused.Load(); r != 0 {
+		if rt.Probed.UnixNano() > r {
+			st.refused.CompareAndSwap(r, 0) // a probe succeeded since
+		} else {
+			rank = rankRefused
+		}
+	}
+	l := st.load.Load()
+	if l == nil || !l.OK || now.Sub(l.At) > b.cfg.staleAfter() {
+		return max(rank, rankStale), own
+	}
+	load := own + max(0, l.Running+l.Waiting-l.Own) + l.Waiting
+	if l.HasKV && l.KV >= KVFull {
+		load += b.cfg.Threshold
+	}
+	return rank, load
+}
+
+// Ticket is one attempt to send a request to a replica; End it when the
+// request is over (or refused).
+type Ticket struct {
+	st   *replicaState
+	done atomic.Bool
+}
+
+// Start records that req goes to rt for reason (Refused when an earlier
+// replica of the order refused it), with matched prompt blocks already on
+// rt: the replica's in-flight count rises until End, and the prompt's
+// blocks are indexed as rt's at once, so a burst sharing a prefix follows
+// the first request before it is answered.
+func (b *Balancer) Start(req Request, rt *routes.Route, reason Reason, matched int) *Ticket {
+	st := b.replica(rt.Group)
+	st.inflight.Add(1)
+	b.m.decision(req.Model, rt.Group, reason)
+	if b.cfg.Policy == Prefix && len(req.Keys) > 0 {
+		ix := b.model(req.Model).ix
+		ix.insert(req.Keys, rt.Group)
+		b.m.prefix(req.Model, matched, len(req.Keys), ix.size())
+	}
+	return &Ticket{st: st}
+}
+
+// End ends the attempt; calling it again does nothing.
+func (t *Ticket) End() {
+	if t != nil && t.done.CompareAndSwap(false, true) {
+		t.st.inflight.Add(-1)
+	}
+}
+
+// Refuse marks rt as having refused a connection: it sorts after every
+// replica that did not until a probe of its group succeeds.
+func (b *Balancer) Refuse(model string, rt *routes.Route) {
+	b.replica(rt.Group).refused.Store(max(b.now().UnixNano(), rt.Probed.UnixNano()))
+	b.m.refusal(model, rt.Group)
+}
+
+// Observe records an engine's load for group.
+func (b *Balancer) Observe(group string, l EngineLoad) {
+	b.replica(group).load.Store(&l)
+}
+
+// ReplicaInfo is one replica's routing state (/status.json, /stats.json).
+type ReplicaInfo struct {
+	// State is "ready", "stale" (no fresh engine numbers: counted busy)
+	// or "refused" (refused a connection since its last good probe).
+	State    string
+	Inflight int64
+	// Load is the load the policies compare.
+	Load float64
+	// Decisions counts the requests for rt.Model sent to rt, by reason.
+	Decisions map[string]float64
+}
+
+// Info returns rt's routing state.
+func (b *Balancer) Info(rt *routes.Route) ReplicaInfo {
+	st := b.replica(rt.Group)
+	rank, load := b.score(st, rt, b.now())
+	return ReplicaInfo{State: [...]string{"ready", "stale", "refused"}[rank], Inflight: st.inflight.Load(), Load: load,
+		Decisions: b.m.counts(rt.Model, rt.Group)}
+}

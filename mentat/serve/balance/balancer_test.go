@@ -1,0 +1,495 @@
+package balance
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
+)
+
+// replicas builds n routes for model "m" in groups g0..g(n-1), probed at
+// probed.
+func replicas(t *testing.T, n int, probed time.Time) []*routes.Route {
+	t.Helper()
+	out := make([]*routes.Route, n)
+	for i := range out {
+		rt, err := routes.NewRoute("m", fmt.Sprintf("g%d", i), fmt.Sprintf("http://127.0.0.1:%d/v1", 9000+i), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt.Probed = probed
+		out[i] = rt
+	}
+	return out
+}
+
+// fixture is a Balancer on a fixed clock whose replicas all report an
+// idle engine just now.
+type fixture struct {
+	b    *Balancer
+	reps []*routes.Route
+	now  time.Time
+	reg  *prometheus.Registry
+}
+
+func newFixture(t *testing.T, p Policy, n int) *fixture {
+	t.Helper()
+	f := &fixture{now: time.Unix(1_700_000_000, 0), reg: prometheus.NewRegistry()}
+	f.b = New(Config{Policy: p}, f.reg)
+	f.b.now = func() time.Time { return f.now }
+	f.reps = replicas(t, n, f.now.Add(-time.Second))
+	for _, rt := range f.reps {
+		f.b.Observe(rt.Group, EngineLoad{At: f.now, OK: true})
+	}
+	return f
+}
+
+func keys(text string) []uint64 {
+	b := GetBlocks()
+	defer PutBlocks(b)
+	b.Write([]byte(text))
+	return append([]uint64(nil), b.Keys()...)
+}
+
+// send routes one request and starts it on the first replica, returning
+// the ticket (not ended: the request stays in flight).
+func (f *fixture) send(req Request) (Decision, *Ticket) {
+	req.Model = "m"
+	d := f.b.Choose(f.reps, req)
+	return d, f.b.Start(req, d.Order[0], d.Reason, d.Matched)
+}
+
+func TestParsePolicy(t *testing.T) {
+	for _, p := range Policies {
+		got, err := ParsePolicy(" " + strings.ToUpper(string(p)) + " ")
+		if err != nil || got != p {
+			t.Errorf("ParsePolicy(%q) = %q, %v", p, got, err)
+		}
+	}
+	if _, err := ParsePolicy("random"); err == nil || !strings.Contains(err.Error(), "prefix, least-loaded, round-robin, session, first") {
+		t.Errorf("ParsePolicy(random) error = %v, want the list of policies", err)
+	}
+}
+
+func TestDistinctPromptsSpread(t *testing.T) {
+	for _, p := range []Policy{Prefix, LeastLoaded} {
+		t.Run(string(p), func(t *testing.T) {
+			f := newFixture(t, p, 4)
+			count := map[string]int{}
+			for i := range 400 {
+				d, tk := f.send(Request{Keys: keys(fmt.Sprintf("user: question number %d about something else", i))})
+				count[d.Order[0].Group]++
+				if d.Reason != Load {
+					t.Fatalf("request %d: reason %s, want load (nothing shared)", i, d.Reason)
+				}
+				tk.End() // idle again: only the tie-break spreads them
+			}
+			for _, rt := range f.reps {
+				if c := count[rt.Group]; c < 50 {
+					t.Errorf("replica %s got %d of 400 distinct prompts; want them spread (%v)", rt.Group, c, count)
+				}
+			}
+		})
+	}
+}
+
+func TestLeastLoadedFollowsInflight(t *testing.T) {
+	f := newFixture(t, LeastLoaded, 3)
+	count := map[string]int{}
+	for range 30 {
+		d, _ := f.send(Request{}) // never ended
+		count[d.Order[0].Group]++
+	}
+	for _, rt := range f.reps {
+		if count[rt.Group] != 10 {
+			t.Errorf("30 concurrent requests over 3 replicas: %v, want 10 each", count)
+		}
+	}
+}
+
+func TestSharedPrefixSticksThenSpills(t *testing.T) {
+	f := newFixture(t, Prefix, 2)
+	system := "system: " + strings.Repeat("you are a careful assistant for tenant one. ", 40)
+	first, _ := f.send(Request{Keys: keys(system + "user: q0")})
+	warm := first.Order[0].Group
+	// The warm replica takes the prefix until it carries Threshold more
+	// than the idle one (its load 1..8 against 0), then the next spills.
+	for i := 1; i <= DefaultThreshold; i++ {
+		d, _ := f.send(Request{Keys: keys(system + fmt.Sprintf("user: q%d", i))})
+		if d.Order[0].Group != warm || d.Reason != Affinity {
+			t.Fatalf("request %d went to %s (%s), want %s by affinity", i, d.Order[0].Group, d.Reason, warm)
+		}
+		if want := len(keys(system)) - 1; d.Matched < want {
+			t.Fatalf("request %d matched %d blocks, want at least %d", i, d.Matched, want)
+		}
+	}
+	d, _ := f.send(Request{Keys: keys(system + "user: spill")})
+	if d.Order[0].Group == warm || d.Reason != Fallback {
+		t.Fatalf("request past the threshold went to %s (%s), want the other replica as fallback", d.Order[0].Group, d.Reason)
+	}
+	// Both hold the prefix now: the less loaded of them takes it.
+	d, _ = f.send(Request{Keys: keys(system + "user: after")})
+	if d.Order[0].Group == warm || d.Reason != Affinity {
+		t.Fatalf("after the spill: %s (%s), want the now-warm, less loaded replica by affinity", d.Order[0].Group, d.Reason)
+	}
+	hit := value(f.b.m.blocks.WithLabelValues("m", "hit"))
+	miss := value(f.b.m.blocks.WithLabelValues("m", "miss"))
+	// 11 prompts of 7 blocks (6 full of system prompt, then the rest of
+	// it with the question): the first and the spill miss all 7, the
+	// other 9 hit 6 and miss the last.
+	if hit != 9*6 || miss != 2*7+9 {
+		t.Errorf("prefix blocks hit=%v miss=%v; want 54 and 23", hit, miss)
+	}
+	if got := value(f.b.m.decisions.WithLabelValues("m", warm, "affinity")); got != DefaultThreshold {
+		t.Errorf("affinity decisions for %s = %v, want %d", warm, got, DefaultThreshold)
+	}
+}
+
+func TestThresholdIsConfigurable(t *testing.T) {
+	f := newFixture(t, Prefix, 2)
+	f.b.cfg.Threshold = 2
+	system := strings.Repeat("shared system prompt ", 50)
+	first, _ := f.send(Request{Keys: keys(system + "0")})
+	for i := 1; i <= 2; i++ {
+		if d, _ := f.send(Request{Keys: keys(system + fmt.Sprint(i))}); d.Order[0] != first.Order[0] {
+			t.Fatalf("request %d left the warm replica before the threshold of 2", i)
+		}
+	}
+	if d, _ := f.send(Request{Keys: keys(system + "3")}); d.Order[0] == first.Order[0] {
+		t.Fatal("request 3 stayed on the warm replica past the threshold of 2")
+	}
+}
+
+func TestPreloadedReplicaAvoided(t *testing.T) {
+	for _, p := range []Policy{Prefix, LeastLoaded, Session} {
+		t.Run(string(p), func(t *testing.T) {
+			f := newFixture(t, p, 2)
+			system := strings.Repeat("tenant prompt ", 100)
+			// Warm g0 with the prefix, then load it behind the router's
+			// back: its engine reports 20 running.
+			req := Request{Keys: keys(system + "x")}
+			f.b.Start(Request{Model: "m", Keys: req.Keys}, f.reps[0], Load, 0).End()
+			f.b.Observe("g0", EngineLoad{Running: 20, At: f.now, OK: true})
+			for i := range 20 {
+				d, tk := f.send(Request{Keys: keys(system + fmt.Sprint(i)), Session: fmt.Sprint("s", i)})
+				if d.Order[0].Group != "g1" {
+					t.Fatalf("request %d went to the pre-loaded replica (%s)", i, d.Reason)
+				}
+				tk.End()
+			}
+			// Drained: it takes work again (distinct prompts, so neither
+			// replica has affinity).
+			f.b.Observe("g0", EngineLoad{At: f.now, OK: true})
+			seen := false
+			for i := range 20 {
+				d, tk := f.send(Request{Keys: keys(fmt.Sprint(i, system)), Session: fmt.Sprint("s", i)})
+				seen = seen || d.Order[0].Group == "g0"
+				tk.End()
+			}
+			if !seen {
+				t.Error("the drained replica got no work")
+			}
+		})
+	}
+}
+
+func TestWaitingAndKVWeigh(t *testing.T) {
+	f := newFixture(t, LeastLoaded, 2)
+	// g0: 4 running + 3 waiting = 10; g1: 9 running = 9.
+	f.b.Observe("g0", EngineLoad{Running: 4, Waiting: 3, At: f.now, OK: true})
+	f.b.Observe("g1", EngineLoad{Running: 9, At: f.now, OK: true})
+	if d := f.b.Choose(f.reps, Request{Model: "m"}); d.Order[0].Group != "g1" {
+		t.Errorf("waiting requests should weigh double: chose %s", d.Order[0].Group)
+	}
+	f.b.Observe("g1", EngineLoad{Running: 3, KV: 0.99, HasKV: true, At: f.now, OK: true})
+	if d := f.b.Choose(f.reps, Request{Model: "m"}); d.Order[0].Group != "g0" {
+		t.Errorf("a full KV cache should add the threshold: chose %s", d.Order[0].Group)
+	}
+	// Requests the router had in flight at the scrape are not counted
+	// twice: g0's engine ran 5, 3 of them the router's, which now has 1.
+	f.b.Observe("g0", EngineLoad{Running: 5, Own: 3, At: f.now, OK: true})
+	tk := f.b.Start(Request{Model: "m"}, f.reps[0], Load, 0)
+	if info := f.b.Info(f.reps[0]); info.Load != 1+2 {
+		t.Errorf("g0 load %v, want 1 in flight + 2 from other clients", info.Load)
+	}
+	tk.End()
+	// The router's own count wins when the scrape is behind it.
+	f.b.Observe("g0", EngineLoad{At: f.now, OK: true})
+	f.b.Observe("g1", EngineLoad{At: f.now, OK: true})
+	for range 3 {
+		f.b.Start(Request{Model: "m"}, f.reps[0], Load, 0)
+	}
+	if info := f.b.Info(f.reps[0]); info.Load != 3 || info.Inflight != 3 || info.State != "ready" {
+		t.Errorf("g0 info = %+v, want ready with load 3 from 3 in flight", info)
+	}
+}
+
+func TestStaleLoadIsBusy(t *testing.T) {
+	for _, p := range []Policy{Prefix, LeastLoaded, Session} {
+		t.Run(string(p), func(t *testing.T) {
+			f := newFixture(t, p, 2)
+			f.b.Observe("g0", EngineLoad{At: f.now.Add(-time.Minute), OK: true})
+			for i := range 10 {
+				d, _ := f.send(Request{Keys: keys(fmt.Sprint("prompt ", i)), Session: fmt.Sprint(i)})
+				if d.Order[0].Group != "g1" {
+					t.Fatalf("request %d went to the replica with stale numbers", i)
+				}
+			}
+			if s := f.b.Info(f.reps[0]).State; s != "stale" {
+				t.Errorf("state = %q, want stale", s)
+			}
+			f.b.Observe("g1", EngineLoad{At: f.now, OK: false}) // a failed scrape is stale too
+			if s := f.b.Info(f.reps[1]).State; s != "stale" {
+				t.Errorf("state after a failed scrape = %q, want stale", s)
+			}
+		})
+	}
+}
+
+func TestAllStaleStillRoutesByAffinity(t *testing.T) {
+	// Engines that publish no /metrics: every replica is stale, so the
+	// policy compares the router's own counts and affinity still holds.
+	f := newFixture(t, Prefix, 2)
+	for _, rt := range f.reps {
+		f.b.Observe(rt.Group, EngineLoad{})
+	}
+	system := strings.Repeat("no metrics here ", 40)
+	first, _ := f.send(Request{Keys: keys(system + "a")})
+	d, _ := f.send(Request{Keys: keys(system + "b")})
+	if d.Order[0] != first.Order[0] || d.Reason != Affinity {
+		t.Errorf("second request: %s (%s), want %s by affinity", d.Order[0].Group, d.Reason, first.Order[0].Group)
+	}
+}
+
+func TestRefusedReplicaSkippedUntilProbe(t *testing.T) {
+	for _, p := range Policies {
+		t.Run(string(p), func(t *testing.T) {
+			f := newFixture(t, p, 3)
+			f.b.Refuse("m", f.reps[0])
+			for i := range 12 {
+				d, tk := f.send(Request{Keys: keys(fmt.Sprint("p", i)), Session: fmt.Sprint(i)})
+				if d.Order[0].Group == "g0" || d.Order[2].Group != "g0" {
+					t.Fatalf("request %d: order %s, %s, %s; want the refused g0 last", i, d.Order[0].Group, d.Order[1].Group, d.Order[2].Group)
+				}
+				tk.End()
+			}
+			if s := f.b.Info(f.reps[0]).State; s != "refused" {
+				t.Errorf("state = %q, want refused", s)
+			}
+			// A probe that started before the refusal does not clear it;
+			// one that succeeded after does.
+			f.reps[0].Probed = f.now.Add(-time.Millisecond)
+			if s := f.b.Info(f.reps[0]).State; s != "refused" {
+				t.Errorf("state after an older probe = %q, want refused", s)
+			}
+			f.now = f.now.Add(time.Second)
+			f.reps[0].Probed = f.now
+			f.b.Observe("g0", EngineLoad{At: f.now, OK: true})
+			f.b.Observe("g1", EngineLoad{At: f.now, OK: true})
+			f.b.Observe("g2", EngineLoad{At: f.now, OK: true})
+			if s := f.b.Info(f.reps[0]).State; s != "ready" {
+				t.Errorf("state after a good probe = %q, want ready", s)
+			}
+			if got := value(f.b.m.refusals.WithLabelValues("m", "g0")); got != 1 {
+				t.Errorf("refusals = %v, want 1", got)
+			}
+		})
+	}
+}
+
+func TestFirstKeepsFirstGroup(t *testing.T) {
+	f := newFixture(t, First, 3)
+	for i := range 20 {
+		d, _ := f.send(Request{Keys: keys(fmt.Sprint(i))}) // load never ends
+		if d.Order[0].Group != "g0" || d.Reason != Order {
+			t.Fatalf("request %d: %s (%s), want g0 always", i, d.Order[0].Group, d.Reason)
+		}
+	}
+}
+
+func TestRoundRobinRotates(t *testing.T) {
+	f := newFixture(t, RoundRobin, 3)
+	f.b.Observe("g1", EngineLoad{Running: 100, At: f.now, OK: true}) // ignored
+	var got []string
+	for range 6 {
+		d, _ := f.send(Request{})
+		got = append(got, d.Order[0].Group)
+	}
+	if s := strings.Join(got, ","); s != "g1,g2,g0,g1,g2,g0" {
+		t.Errorf("round-robin order %s", s)
+	}
+}
+
+func TestSessionStableAcrossRestarts(t *testing.T) {
+	pick := func(b *Balancer, reps []*routes.Route, s string) string {
+		return b.Choose(reps, Request{Model: "m", Session: s}).Order[0].Group
+	}
+	f1 := newFixture(t, Session, 4)
+	f2 := newFixture(t, Session, 4) // a new process: nothing shared but the hash
+	count := map[string]int{}
+	for i := range 200 {
+		s := fmt.Sprint("session-", i)
+		a, b := pick(f1.b, f1.reps, s), pick(f2.b, f2.reps, s)
+		if a != b {
+			t.Fatalf("session %s: %s in one balancer, %s in the other", s, a, b)
+		}
+		if d := f1.b.Choose(f1.reps, Request{Model: "m", Session: s}); d.Reason != Affinity {
+			t.Fatalf("session %s reason %s, want affinity", s, d.Reason)
+		}
+		count[a]++
+	}
+	for _, rt := range f1.reps {
+		if count[rt.Group] < 25 {
+			t.Errorf("sessions spread %v; want each replica to get some", count)
+		}
+	}
+	// A session's replica saturated: the next by the same hash takes it,
+	// the same one each time.
+	s := "session-7"
+	home := pick(f1.b, f1.reps, s)
+	for _, rt := range f1.reps {
+		if rt.Group == home {
+			f1.b.Observe(home, EngineLoad{Running: 50, At: f1.now, OK: true})
+		}
+	}
+	d := f1.b.Choose(f1.reps, Request{Model: "m", Session: s})
+	if d.Order[0].Group == home || d.Reason != Fallback {
+		t.Fatalf("saturated session replica: chose %s (%s)", d.Order[0].Group, d.Reason)
+	}
+	if again := pick(f1.b, f1.reps, s); again != d.Order[0].Group {
+		t.Errorf("fallback not stable: %s then %s", d.Order[0].Group, again)
+	}
+	// Removing another replica moves no session that did not rank it first.
+	var without []*routes.Route
+	for _, rt := range f2.reps {
+		if rt.Group != "g3" {
+			without = append(without, rt)
+		}
+	}
+	for i := range 200 {
+		s := fmt.Sprint("session-", i)
+		if a := pick(f2.b, f2.reps, s); a != "g3" && pick(f2.b, without, s) != a {
+			t.Fatalf("session %s moved off %s when g3 left", s, a)
+		}
+	}
+}
+
+func TestSessionWithoutKeyGoesByLoad(t *testing.T) {
+	f := newFixture(t, Session, 2)
+	f.b.Observe("g0", EngineLoad{Running: 3, At: f.now, OK: true})
+	if d := f.b.Choose(f.reps, Request{Model: "m"}); d.Order[0].Group != "g1" || d.Reason != Load {
+		t.Errorf("no session key: %s (%s), want g1 by load", d.Order[0].Group, d.Reason)
+	}
+}
+
+func TestTicketEndOnce(t *testing.T) {
+	f := newFixture(t, LeastLoaded, 1)
+	_, tk := f.send(Request{})
+	tk.End()
+	tk.End()
+	if n := f.b.Info(f.reps[0]).Inflight; n != 0 {
+		t.Errorf("in flight after two Ends = %d, want 0", n)
+	}
+}
+
+func TestWatchObservesAndForgets(t *testing.T) {
+	f := newFixture(t, LeastLoaded, 2)
+	var h routes.Holder
+	h.Store(routes.NewReplicated(f.now, map[string][]*routes.Route{"m": {f.reps[1]}}, nil, nil))
+	f.b.Start(Request{Model: "m"}, f.reps[0], Load, 0) // g0 keeps a request: kept
+	f.b.watchRound(context.Background(), h.Load(), func(_ context.Context, rt *routes.Route) EngineLoad {
+		return EngineLoad{Running: 7, At: f.now, OK: true}
+	})
+	if info := f.b.Info(f.reps[1]); info.Load != 7 {
+		t.Errorf("g1 load after a round = %v, want 7", info.Load)
+	}
+	if _, ok := f.b.replicas.Load("g0"); !ok {
+		t.Error("g0 forgotten while a request to it runs")
+	}
+	f.b.replica("g2")
+	f.b.watchRound(context.Background(), h.Load(), func(context.Context, *routes.Route) EngineLoad { return EngineLoad{} })
+	if _, ok := f.b.replicas.Load("g2"); ok {
+		t.Error("g2 (not in the snapshot, nothing in flight) kept")
+	}
+}
+
+// value reads one counter or gauge child.
+func value(c prometheus.Metric) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
+}
+
+func TestWatchRunsUntilCancelled(t *testing.T) {
+	b := New(Config{Policy: LeastLoaded, ScrapeInterval: time.Millisecond}, nil)
+	rt := replicas(t, 1, time.Now())[0]
+	var h routes.Holder
+	h.Store(routes.NewReplicated(time.Now(), map[string][]*routes.Route{"m": {rt}}, nil, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	rounds := make(chan struct{}, 100)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.Watch(ctx, &h, func(context.Context, *routes.Route) EngineLoad {
+			select {
+			case rounds <- struct{}{}:
+			default: // the test stopped counting
+			}
+			return EngineLoad{Running: 2, At: time.Now(), OK: true}
+		})
+	}()
+	for range 3 {
+		<-rounds
+	}
+	cancel()
+	<-done
+	if info := b.Info(rt); info.State != "ready" || info.Load != 2 {
+		t.Errorf("after the rounds: %+v", info)
+	}
+}
+
+// TestConcurrentUse runs choices, starts, ends and engine readings at once
+// (under -race): every ticket ended leaves nothing in flight.
+func TestConcurrentUse(t *testing.T) {
+	for _, p := range Policies {
+		f := newFixture(t, p, 3)
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				for i := range 200 {
+					req := Request{Model: "m", Keys: keys(fmt.Sprintf("tenant %d %s", i%5, strings.Repeat("x", 600))), Session: fmt.Sprint(w, i%7)}
+					d := f.b.Choose(f.reps, req)
+					tk := f.b.Start(req, d.Order[0], d.Reason, d.Matched)
+					if i%17 == 0 {
+						f.b.Refuse("m", d.Order[0])
+					}
+					tk.End()
+				}
+			})
+		}
+		wg.Go(func() {
+			for i := range 200 {
+				f.b.Observe(fmt.Sprint("g", i%3), EngineLoad{Running: float64(i % 4), At: f.now, OK: true})
+				f.b.Info(f.reps[i%3])
+			}
+		})
+		wg.Wait()
+		for _, rt := range f.reps {
+			if n := f.b.Info(rt).Inflight; n != 0 {
+				t.Errorf("%s: %s has %d in flight after every ticket ended", p, rt.Group, n)
+			}
+		}
+	}
+}
