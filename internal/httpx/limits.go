@@ -96,7 +96,12 @@ func (l Limits) BodyDeadline(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(l.WithDefaults().BodyTimeout))
 }
 
-// LiftReadDeadline clears the read deadline of w's connection.
+// LiftReadDeadline clears the read deadline of w's connection. Call it
+// only once the body was read whole. After a failed read the body
+// deadline must stay: net/http reads up to 256 KiB of an unread body
+// before it closes the connection, and without a deadline a stalled
+// client would hold it for ever (past the deadline the read fails at
+// once).
 func LiftReadDeadline(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 }

@@ -3,6 +3,7 @@ package httpx
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -72,6 +73,24 @@ func NewTransport(c TransportConfig) *http.Transport {
 		// holds both for its whole life, and a large read (Relay's 32 KiB)
 		// bypasses the read buffer anyway.
 	}
+}
+
+// ErrSwitchingProtocols is the error for an upstream that answered 101
+// Switching Protocols: neither product forwards Upgrade, so no request
+// asked for it, and relaying it would hand the client's connection to
+// another protocol.
+var ErrSwitchingProtocols = errors.New("the upstream answered 101 Switching Protocols to a request that did not ask to switch protocols")
+
+// RoundTrip sends req with tr, as tr.RoundTrip does, but refuses a 101
+// answer (ErrSwitchingProtocols; the upstream connection is closed). The
+// Transport handles every other 1xx itself.
+func RoundTrip(tr http.RoundTripper, req *http.Request) (*http.Response, error) {
+	resp, err := tr.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
+		resp.Body.Close()
+		return nil, ErrSwitchingProtocols
+	}
+	return resp, err
 }
 
 // bodyConn is an upstream connection that writes an in-memory body

@@ -112,3 +112,15 @@ func HalfCloseAnswer(t testing.TB, c net.Conn) string {
 // of a reset (net/http's rstAvoidanceDelay). The sleep cannot be cut
 // short; it ends on its own.
 var IgnoreRSTAvoidance = goleak.IgnoreAnyFunction("net/http.(*conn).closeWriteAndWait")
+
+// ReadClosed reads r (a connection's reader) to its end and fails the test
+// unless the server closed the connection (EOF or reset) before the
+// connection's own deadline.
+func ReadClosed(t testing.TB, r io.Reader) {
+	t.Helper()
+	_, err := io.Copy(io.Discard, r)
+	var ne net.Error
+	if err != nil && (errors.As(err, &ne) && ne.Timeout() || !errors.Is(err, syscall.ECONNRESET)) {
+		t.Fatalf("connection not closed by the server: %v", err)
+	}
+}

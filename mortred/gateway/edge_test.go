@@ -137,8 +137,13 @@ func TestBadAnswersAre502(t *testing.T) {
 		io.WriteString(w, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n4\r\n\x1f\x8b\x08\x00\r\n0\r\n\r\n")
 		return true
 	})
-	gw, _, _ := newGateway(t, Upstream{ID: "H", URI: "/h", Addr: huge.Addr()}, Upstream{ID: "G", URI: "/g", Addr: gzipChunked.Addr()})
-	for _, id := range []string{"H", "G"} {
+	switching := newRawModel(t, func(w *bufio.Writer, r *http.Request, body string) bool {
+		io.WriteString(w, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: evil\r\n\r\nraw bytes")
+		return false
+	})
+	gw, _, _ := newGateway(t, Upstream{ID: "H", URI: "/h", Addr: huge.Addr()}, Upstream{ID: "G", URI: "/g", Addr: gzipChunked.Addr()},
+		Upstream{ID: "S", URI: "/s", Addr: switching.Addr()})
+	for _, id := range []string{"H", "G", "S"} {
 		resp, body := do(t, "POST", gw.URL+"/v1/models/"+id+"/infer", tok, strings.NewReader(`{}`))
 		var env struct{ Status int }
 		_ = json.Unmarshal(body, &env)
@@ -148,6 +153,21 @@ func TestBadAnswersAre502(t *testing.T) {
 	}
 	if w := huge.Wrote(); w >= testproc.HugeHead {
 		t.Fatalf("the model wrote all %d MiB of its head: the gateway read it", w>>20)
+	}
+}
+
+// TestMalformedChunkedBodyIs400: a client's chunked body that does not
+// parse is the client's fault (400), not the model server's (502).
+func TestMalformedChunkedBodyIs400(t *testing.T) {
+	m := fakeModel(t)
+	gw, _, _ := newGateway(t, modelAt(strings.TrimPrefix(m.URL, "http://")))
+	for _, chunks := range []string{"fffffffffffffffffff\r\n{}\r\n0\r\n\r\n", "2\n{}\r\n0\r\n\r\n", "2\r\n{}\n0\r\n\r\n"} {
+		c := gw.dial(t)
+		fmt.Fprintf(c, "POST /v1/models/M/infer HTTP/1.1\r\nHost: g\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%s", tok, chunks)
+		resp, body := testproc.ReadResponse(t, bufio.NewReader(c))
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("%q: %d %s", chunks, resp.StatusCode, body)
+		}
 	}
 }
 
@@ -161,11 +181,14 @@ func TestSlowBodyIs408(t *testing.T) {
 		c := gw.dial(t)
 		fmt.Fprintf(c, "POST /v1/models/M/infer HTTP/1.1\r\nHost: g\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", tok, size)
 		stop := testproc.Trickle(c, []byte(strings.Repeat(" ", 100)), 100*time.Millisecond) // at most 10 s
-		resp, body := testproc.ReadResponse(t, bufio.NewReader(c))
-		stop()
+		br := bufio.NewReader(c)
+		resp, body := testproc.ReadResponse(t, br)
 		if resp.StatusCode != http.StatusRequestTimeout || !resp.Close {
 			t.Fatalf("%d bytes: %d close=%v %s", size, resp.StatusCode, resp.Close, body)
 		}
+		// And the connection really ends while the client still trickles.
+		testproc.ReadClosed(t, br)
+		stop()
 	}
 }
 
@@ -181,5 +204,31 @@ func TestStrayCRLFBetweenPosts(t *testing.T) {
 		if resp, body := testproc.ReadResponse(t, br); resp.StatusCode != 200 {
 			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
 		}
+	}
+}
+
+// TestJobIDsStayOneSegment: a job id that decodes into a separator, a
+// dot segment, a query, a fragment or a NUL is refused with 404; nothing
+// reaches the model server (which would otherwise get another path with
+// the model's token).
+func TestJobIDsStayOneSegment(t *testing.T) {
+	var seen atomic.Int64
+	m := newRawModel(t, func(w *bufio.Writer, r *http.Request, body string) bool {
+		seen.Add(1)
+		io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+		return true
+	})
+	gw, _, _ := newGateway(t, Upstream{ID: "J", URI: "/j", Addr: m.Addr(), Token: modelTok})
+	for _, p := range []string{"..%2F..%2Fmetrics", "%2e%2e/result", "%2E/wait", "a%3Fb=c", "a%23b/wait", "x%00y", "a%2Fb"} {
+		resp, body := do(t, http.MethodGet, gw.URL+"/v1/models/J/jobs/"+p, tok, nil)
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"status":63`) {
+			t.Fatalf("%s: %d %s", p, resp.StatusCode, body)
+		}
+	}
+	if n := seen.Load(); n != 0 {
+		t.Fatalf("model server got %d requests for job ids that are not one segment", n)
+	}
+	if resp, body := do(t, http.MethodGet, gw.URL+"/v1/models/J/jobs/j-1_a.b~c/wait", tok, nil); resp.StatusCode != 200 || seen.Load() != 1 {
+		t.Fatalf("plain id: %d %s", resp.StatusCode, body)
 	}
 }

@@ -61,11 +61,13 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 			// whole into a pooled buffer first: it reaches the model
 			// server with its head in one write.
 			b, err := httpx.ReadBody(r.Body, r.ContentLength, g.cfg.MaxBody)
-			httpx.LiftReadDeadline(w)
 			if err != nil {
+				// The body deadline stays: it bounds what net/http still
+				// reads of the body before it closes.
 				g.bodyError(w, r, u, err)
 				return
 			}
+			httpx.LiftReadDeadline(w)
 			defer b.Release()
 			small = b
 		} else {
@@ -131,7 +133,7 @@ func (g *Gateway) roundTrip(r *http.Request, u *Upstream, path string, body io.R
 	if small != nil {
 		out = small.Attach(out)
 	}
-	resp, err := g.transport.RoundTrip(out)
+	resp, err := httpx.RoundTrip(g.transport, out)
 	if err != nil {
 		return nil, &url.Error{Op: urlErrorOp(out.Method), URL: out.URL.String(), Err: err}
 	}
@@ -261,6 +263,13 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, u *Upstr
 		// The body did not arrive in time (net/http then also ends the
 		// request's context, so this comes before the hang-up case).
 		g.bodyTimeout(w, u)
+	case r.Context().Err() == nil && in.failed() && !errors.As(err, &tooLarge) && !errors.As(in.readErr(), &tooLarge):
+		// The client's (chunked) body was malformed: its fault, not the
+		// model server's.
+		w.Header().Set("Connection", "close")
+		writeEnvelope(w, http.StatusBadRequest, statusInvalid,
+			fmt.Sprintf("could not read the request body: %v; send a well-formed body", trimErr(in.readErr())), "")
+		g.metrics.request(u.ID, http.StatusBadRequest)
 	case r.Context().Err() != nil:
 		// The client hung up: not the model's fault and not a 502. Nothing
 		// was served; returning without a write would make net/http
@@ -404,6 +413,8 @@ type eofReader struct {
 	eof  atomic.Bool
 	// timeout is set when a read of the client's body hit its deadline.
 	timeout atomic.Bool
+	// err is the first error reading the client's body (not EOF).
+	err atomic.Pointer[error]
 	// mu is held by Read, so abandon can wait out a read in progress.
 	mu        sync.Mutex
 	abandoned bool
@@ -421,10 +432,24 @@ func (e *eofReader) Read(p []byte) (int, error) {
 		if !e.eof.Swap(true) && e.done != nil {
 			e.done()
 		}
-	case err != nil && isTimeout(err):
-		e.timeout.Store(true)
+	case err != nil:
+		e.err.CompareAndSwap(nil, &err)
+		if isTimeout(err) {
+			e.timeout.Store(true)
+		}
 	}
 	return n, err
+}
+
+// failed reports whether reading the client's body failed.
+func (e *eofReader) failed() bool { return e != nil && e.err.Load() != nil }
+
+// readErr is the first error reading the client's body, nil if none.
+func (e *eofReader) readErr() error {
+	if p := e.err.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // timedOut reports whether reading the client's body hit its deadline.

@@ -32,20 +32,44 @@ func (g *Gateway) routes(reg *prometheus.Registry) *http.ServeMux {
 	})))
 	mux.Handle("/v1/models/{id}/infer", g.auth(g.model(http.MethodPost, func(u *Upstream, r *http.Request) string { return u.URI }, false)))
 	mux.Handle("/v1/models/{id}/jobs", g.auth(g.model(http.MethodPost, func(*Upstream, *http.Request) string { return "/jobs" }, true)))
-	mux.Handle("/v1/models/{id}/jobs/{job}", g.auth(g.model(http.MethodGet, func(_ *Upstream, r *http.Request) string {
-		return "/jobs/" + r.PathValue("job")
-	}, true)))
-	mux.Handle("/v1/models/{id}/jobs/{job}/wait", g.auth(g.model(http.MethodGet, func(_ *Upstream, r *http.Request) string {
-		return "/jobs/" + r.PathValue("job") + "/wait"
-	}, true)))
-	mux.Handle("/v1/models/{id}/jobs/{job}/result", g.auth(g.model(http.MethodGet, func(_ *Upstream, r *http.Request) string {
-		return "/jobs/" + r.PathValue("job") + "/result"
-	}, false)))
+	mux.Handle("/v1/models/{id}/jobs/{job}", g.auth(g.model(http.MethodGet, jobPath(""), true)))
+	mux.Handle("/v1/models/{id}/jobs/{job}/wait", g.auth(g.model(http.MethodGet, jobPath("/wait"), true)))
+	mux.Handle("/v1/models/{id}/jobs/{job}/result", g.auth(g.model(http.MethodGet, jobPath("/result"), false)))
 	mux.Handle("/", g.auth(http.HandlerFunc(g.legacy)))
 	return mux
 }
 
-// model resolves {id} and forwards to the path upstreamPath returns.
+// jobPath is the model server's path of a job route: /jobs/{job}+suffix.
+// {job} arrives decoded, so an id that is not plain unreserved characters
+// (an escaped "/", "?", "#", a dot segment, a NUL) would become another
+// path on the model port, with the model's token: "" refuses it.
+func jobPath(suffix string) func(*Upstream, *http.Request) string {
+	return func(_ *Upstream, r *http.Request) string {
+		id := r.PathValue("job")
+		if !plainSegment(id) {
+			return ""
+		}
+		return "/jobs/" + id + suffix
+	}
+}
+
+// plainSegment reports whether s is one path segment made only of URL
+// unreserved characters, and not a dot segment.
+func plainSegment(s string) bool {
+	if s == "" || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// model resolves {id} and forwards to the path upstreamPath returns ("":
+// the path names no resource, 404).
 func (g *Gateway) model(method string, upstreamPath func(*Upstream, *http.Request) string, rewriteJobs bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u := g.byID[r.PathValue("id")]
@@ -59,7 +83,13 @@ func (g *Gateway) model(method string, upstreamPath func(*Upstream, *http.Reques
 			g.metrics.request(u.ID, http.StatusMethodNotAllowed)
 			return
 		}
-		g.forward(w, r, u, upstreamPath(u, r), rewriteJobs)
+		path := upstreamPath(u, r)
+		if path == "" {
+			writeEnvelope(w, http.StatusNotFound, statusNotFound, "no job with id "+quote(r.PathValue("job"))+"; job ids are the ones POST /v1/models/{id}/jobs returned", "")
+			g.metrics.request(u.ID, http.StatusNotFound)
+			return
+		}
+		g.forward(w, r, u, path, rewriteJobs)
 	})
 }
 

@@ -51,10 +51,14 @@ func TestSlowBodyCut(t *testing.T) {
 	c := rt.dial(t)
 	io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: r\r\nContent-Length: 1000\r\n\r\n{\"model\":\"m\"")
 	defer testproc.Trickle(c, []byte(strings.Repeat(" ", 100)), 100*time.Millisecond)() // at most 10 s
-	resp, body := testproc.ReadResponse(t, bufio.NewReader(c))
+	br := bufio.NewReader(c)
+	resp, body := testproc.ReadResponse(t, br)
 	if resp.StatusCode != http.StatusRequestTimeout || !resp.Close || !strings.Contains(body, "body_timeout") {
 		t.Fatalf("%d close=%v %s", resp.StatusCode, resp.Close, body)
 	}
+	// And the connection really ends, while the client still trickles
+	// (the router does not wait for the rest of the body).
+	testproc.ReadClosed(t, br)
 	if n := eng.requests.Load(); n != 0 {
 		t.Fatalf("engine called %d times for a body that never came", n)
 	}
@@ -106,6 +110,21 @@ func TestGzipChunkedAnswerIs502(t *testing.T) {
 		io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"+
 			"5\r\n\x1f\x8b\x08\x00\x00\r\n0\r\n\r\n")
 		return true
+	})
+	rt := newRouter(t, Config{})
+	rt.publish(t, map[string]string{"m": rawBase(eng)}, nil)
+	resp := rt.post(t, "/v1/chat/completions", jsonCT, `{"model":"m"}`)
+	if e := decodeError(t, resp); resp.StatusCode != http.StatusBadGateway || e.Error.Code != "upstream_error" {
+		t.Fatalf("%d %+v", resp.StatusCode, e.Error)
+	}
+}
+
+// TestSwitchingProtocolsIs502: no request asks to switch protocols (the
+// router forwards no Upgrade), so a 101 answer is an engine failure.
+func TestSwitchingProtocolsIs502(t *testing.T) {
+	eng := newRawEngine(t, func(w *bufio.Writer, r *http.Request, body string) bool {
+		io.WriteString(w, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: evil\r\n\r\nraw bytes")
+		return false
 	})
 	rt := newRouter(t, Config{})
 	rt.publish(t, map[string]string{"m": rawBase(eng)}, nil)

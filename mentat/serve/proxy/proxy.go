@@ -231,7 +231,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 	x.mm = p.m.model(x.model)
 	x.mm.gauge().Inc()
 
-	resp, err := p.transport.RoundTrip(upstreamRequest(ctx, x.target, body, r.Header))
+	resp, err := httpx.RoundTrip(p.transport, upstreamRequest(ctx, x.target, body, r.Header))
 	if err != nil {
 		return classifyUpstream(err, r.Context(), ctx, x)
 	}
@@ -313,9 +313,13 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*httpx.Body, e
 	}
 	if declared != 0 {
 		p.cfg.Edge.BodyDeadline(w)
-		defer httpx.LiftReadDeadline(w)
 	}
 	body, err := httpx.ReadBody(r.Body, declared, limit)
+	if declared != 0 && err == nil {
+		// Only then: after a failure the body deadline bounds what
+		// net/http still reads of the body before it closes.
+		httpx.LiftReadDeadline(w)
+	}
 	switch {
 	case err == nil:
 		return body, nil
