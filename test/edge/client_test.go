@@ -297,7 +297,8 @@ func TestRouterClients(t *testing.T) {
 	up := newUpstream(t, "edge-clients")
 	f := startRouter(t, map[string]*upstream{"edge-clients": up}, routerLimitsEnv...)
 	t.Run("slow head cut at the head timeout", func(t *testing.T) { t.Parallel(); slowHead(t, f, "edge-clients") })
-	// Its slow and stalled bodies are in TestOpenDefects.
+	t.Run("slow body cut at the body timeout", func(t *testing.T) { t.Parallel(); slowBody(t, f, up, "edge-clients", true) })
+	t.Run("stalled body cut at the body timeout", func(t *testing.T) { t.Parallel(); slowBody(t, f, up, "edge-clients", false) })
 	t.Run("idle keep-alive closed at the idle timeout", func(t *testing.T) { t.Parallel(); idleKeepAlive(t, f, "edge-clients") })
 	t.Run("half-close never gets a fabricated 2xx", func(t *testing.T) { t.Parallel(); halfClose(t, f, up, "edge-clients") })
 }
@@ -308,7 +309,8 @@ func TestGatewayClients(t *testing.T) {
 	up := newUpstream(t)
 	f := startGateway(t, map[string]*upstream{"CLIENTS": up}, gatewayLimits)
 	t.Run("slow head cut at the head timeout", func(t *testing.T) { t.Parallel(); slowHead(t, f, "CLIENTS") })
-	// Its slow and stalled bodies are in TestOpenDefects.
+	t.Run("slow body cut at the body timeout", func(t *testing.T) { t.Parallel(); slowBody(t, f, up, "CLIENTS", true) })
+	t.Run("stalled body cut at the body timeout", func(t *testing.T) { t.Parallel(); slowBody(t, f, up, "CLIENTS", false) })
 	t.Run("idle keep-alive closed at the idle timeout", func(t *testing.T) { t.Parallel(); idleKeepAlive(t, f, "CLIENTS") })
 	t.Run("half-close never gets a fabricated 2xx", func(t *testing.T) { t.Parallel(); halfClose(t, f, up, "CLIENTS") })
 }

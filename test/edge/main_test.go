@@ -14,9 +14,6 @@
 //   - badupstream_test.go: upstreams that answer badly; client_test.go:
 //     slow, idle, half-closed and too many clients; jobs_test.go: job ids
 //     through the gateway.
-//   - open_test.go: TestOpenDefects, the cases that fail on the branch
-//     under test, each naming its defect, kept apart from the passing ones
-//     until fixed.
 package edge
 
 import (

@@ -40,10 +40,6 @@ type smuggleCase struct {
 	app bool
 	// no100: the frontend must refuse without soliciting the body.
 	no100 bool
-	// open names a known defect of the frontend openOn ("" for both)
-	// that makes the case fail: it then runs in TestOpenDefects, not in
-	// the frontend's own test, until the defect is fixed.
-	open, openOn string
 	// partial: the frontend may have started an upstream request it then
 	// aborted (a body that turned bad mid-stream); such a request must not
 	// parse as complete, and the client must not get a 2xx.
@@ -64,9 +60,6 @@ func alts(o ...outcome) []outcome  { return o }
 // bigHeader is a field far past any head limit (net/http's default is
 // 1 MiB).
 var bigHeader = "X-Big: " + strings.Repeat("b", 2<<20) + "\r\n"
-
-// badChunks is the open defect of the malformed chunked bodies.
-const badChunks = "the gateway answers 502 (blaming the model server) when the client's chunked body is malformed; net/http and the router answer 400"
 
 var smuggleCases = []smuggleCase{
 	{name: "baseline Content-Length", raw: post + withCL, want: ok("a")},
@@ -113,9 +106,9 @@ var smuggleCases = []smuggleCase{
 	{name: "TE in HTTP/1.0 with CL", raw: post10 + "Transfer-Encoding: chunked\r\nContent-Length: {L:a}\r\n\r\n{B:a}", want: ok("a"), alt: alts(refused(400))},
 	{name: "TE in HTTP/1.0 alone", raw: post10 + "Transfer-Encoding: chunked\r\n\r\n{X:a}", want: refused(400), alt: alts(refused(501)), only: "router"},
 	{name: "TE in HTTP/1.0 alone (gateway)", raw: post10 + "Transfer-Encoding: chunked\r\n\r\n{X:a}", want: ok(""), alt: alts(refused(400)), only: "gateway"},
-	{name: "chunk size overflow", open: badChunks, openOn: "gateway", raw: post + "Transfer-Encoding: chunked\r\n\r\nfffffffffffffffffff\r\n{B:a}\r\n0\r\n\r\n", want: refused(400), partial: true},
-	{name: "chunk size with bare LF", open: badChunks, openOn: "gateway", raw: post + "Transfer-Encoding: chunked\r\n\r\n{L:a-hex}\n{B:a}\r\n0\r\n\r\n", want: refused(400), partial: true},
-	{name: "chunk data ended by bare LF", open: badChunks, openOn: "gateway", raw: post + "Transfer-Encoding: chunked\r\n\r\n{L:a-hex}\r\n{B:a}\n0\r\n\r\n", want: refused(400), partial: true},
+	{name: "chunk size overflow", raw: post + "Transfer-Encoding: chunked\r\n\r\nfffffffffffffffffff\r\n{B:a}\r\n0\r\n\r\n", want: refused(400), partial: true},
+	{name: "chunk size with bare LF", raw: post + "Transfer-Encoding: chunked\r\n\r\n{L:a-hex}\n{B:a}\r\n0\r\n\r\n", want: refused(400), partial: true},
+	{name: "chunk data ended by bare LF", raw: post + "Transfer-Encoding: chunked\r\n\r\n{L:a-hex}\r\n{B:a}\n0\r\n\r\n", want: refused(400), partial: true},
 
 	// Line folding, bare line ends, control bytes.
 	{name: "obs-fold in a field", raw: post + "X-Fold: one\r\n two\r\n" + withCL, want: ok("a"), alt: alts(refused(400)), forbid: []string{"X-Fold"}},
@@ -308,22 +301,16 @@ func checkUpstreamHead(s seen, upAddr string, forbid []string) []string {
 // checks the answers and what reached up. A sentinel request after each
 // case marks its end at the upstream; anything after the case's own
 // requests and before the sentinel is one too many.
-//
-// openOnly runs the cases open on f (see smuggleCase.open) instead of
-// the others.
-func runSmuggling(t *testing.T, f *frontend, up *upstream, model string, cases []smuggleCase, openOnly bool) {
+func runSmuggling(t *testing.T, f *frontend, up *upstream, model string, cases []smuggleCase) {
 	name := f.name
 	if up == nil {
 		name = "gateway" // the reference passes bodies through, as the gateway does
 	}
 	for i, c := range cases {
-		if (c.only != "" && c.only != name) || (c.app && up == nil) || isOpen(c.open, c.openOn, f.name) != openOnly {
+		if (c.only != "" && c.only != name) || (c.app && up == nil) {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {
-			if openOnly {
-				t.Logf("known defect: %s", c.open)
-			}
 			var mark int
 			if up != nil {
 				mark = up.mark()
@@ -383,12 +370,6 @@ func runSmuggling(t *testing.T, f *frontend, up *upstream, model string, cases [
 	}
 }
 
-// isOpen reports whether a case with this open reason and openOn is
-// open on the frontend named name.
-func isOpen(open, openOn, name string) bool {
-	return open != "" && (openOn == "" || openOn == name)
-}
-
 func twoXX(codes []int) bool {
 	return slices.ContainsFunc(codes, func(c int) bool { return c >= 200 && c < 300 })
 }
@@ -404,7 +385,7 @@ func nilIfEmpty(s string) []byte {
 // statuses the table expects are the standard library's.
 func TestReferenceStatuses(t *testing.T) {
 	t.Parallel()
-	runSmuggling(t, startReference(t), nil, "edge", smuggleCases, false)
+	runSmuggling(t, startReference(t), nil, "edge", smuggleCases)
 }
 
 // TestRouterSmuggling sends every case to mentatd-serve in front of a
@@ -413,7 +394,7 @@ func TestRouterSmuggling(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, "edge-smuggle")
 	f := startRouter(t, map[string]*upstream{"edge-smuggle": up})
-	runSmuggling(t, f, up, "edge-smuggle", smuggleCases, false)
+	runSmuggling(t, f, up, "edge-smuggle", smuggleCases)
 }
 
 // gatewaySmuggleConf is the [gateway] of the smuggling tests: a 1 MiB
@@ -426,5 +407,5 @@ func TestGatewaySmuggling(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
 	f := startGateway(t, map[string]*upstream{"EDGE": up}, gatewaySmuggleConf)
-	runSmuggling(t, f, up, "EDGE", smuggleCases, false)
+	runSmuggling(t, f, up, "EDGE", smuggleCases)
 }
