@@ -65,7 +65,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	cl, err := cluster.Start(ctx, cluster.Opts{BinDir: cfg.BinDir, LogDir: cfg.WorkDir, CPUs: cfg.ServerCPUs,
 		Engines: []cluster.Engine{{Group: "idle", Model: model, Flags: []string{"--ttft", "10ms", "--itl", "10m", "--jitter", "0", "--prefill-per-token", "0",
-			"--max-num-seqs", strconv.Itoa(cfg.N + 100), "--max-waiting", "1000", "--shutdown-timeout", "1s"}}}})
+			"--max-num-seqs", strconv.Itoa(cfg.N + 100), "--max-waiting", "1000", "--shutdown-timeout", "1s"}}},
+		// Every stream holds a client connection: lift SERVE_MAX_CONNECTIONS
+		// (4096 by default) so all cfg.N streams open.
+		RouterEnv: []string{"SERVE_MAX_CONNECTIONS=0"}})
 	if err != nil {
 		return Result{}, fmt.Errorf("cluster: %w", err)
 	}
