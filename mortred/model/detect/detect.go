@@ -121,17 +121,16 @@ func newModel(path string, opts model.Options) (model.Model, error) {
 	for _, l := range cfg.Levels {
 		outs = append(outs, l.Scores, l.Boxes)
 	}
-	sess, err := ort.NewSession(ort.Config{ModelPath: cfg.Path(cfg.ModelFile), Inputs: []string{cfg.InputName},
-		Outputs: outs, IntraOpThreads: opts.IntraOpThreads})
+	sess, err := cfg.Session(opts, cfg.InputName, outs...)
 	if err != nil {
 		return nil, err
 	}
 	m := &Model{Common: modelconf.NewCommon(task, params, &cfg.Head), cfg: cfg, sess: sess}
 	// The warm-up run loads the kernels and checks the outputs against the
 	// configured levels, labels and bins.
-	if _, err := m.detect(context.Background(), &input{img: imageio.NewRGB(cfg.InputSize, cfg.InputSize), w: 1, h: 1, score: 1}); err != nil {
-		sess.Close()
-		return nil, fmt.Errorf("model %s: warm-up run: %v", cfg.ModelFile, err)
+	_, err = m.detect(context.Background(), &input{img: imageio.NewRGB(cfg.InputSize, cfg.InputSize), w: 1, h: 1, score: 1})
+	if err := cfg.WarmUp(sess, err); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -57,17 +57,16 @@ func newModel(path string, opts model.Options) (model.Model, error) {
 	for i := range cfg.Grids {
 		outs = append(outs, cfg.ScoreOutputs[i], cfg.BoxOutputs[i])
 	}
-	sess, err := ort.NewSession(ort.Config{ModelPath: cfg.Path(cfg.ModelFile), Inputs: []string{cfg.InputName},
-		Outputs: outs, IntraOpThreads: opts.IntraOpThreads})
+	sess, err := cfg.Session(opts, cfg.InputName, outs...)
 	if err != nil {
 		return nil, err
 	}
 	m := &Model{Common: modelconf.NewCommon(task, params, &cfg.Head), cfg: cfg, sess: sess}
 	// The warm-up run loads the kernels and checks the outputs against the
 	// configured grids, so a wrong TOML fails at startup, not per request.
-	if _, err := m.detect(context.Background(), &input{img: imageio.NewRGB(cfg.InputSize, cfg.InputSize), lb: letterbox{s: 1, w: cfg.InputSize, h: cfg.InputSize}, score: 1}); err != nil {
-		sess.Close()
-		return nil, fmt.Errorf("model %s: warm-up run: %v", cfg.ModelFile, err)
+	_, err = m.detect(context.Background(), &input{img: imageio.NewRGB(cfg.InputSize, cfg.InputSize), lb: letterbox{s: 1, w: cfg.InputSize, h: cfg.InputSize}, score: 1})
+	if err := cfg.WarmUp(sess, err); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -137,6 +137,24 @@ func (h *Head) Path(p string) string { return h.files.Path(p) }
 // Dir is the TOML file's absolute directory (valid after Load).
 func (h *Head) Dir() string { return h.files.Dir }
 
+// Session opens the model file's ONNX Runtime session with the server's
+// thread setting (ort.Init must have run).
+func (h *Head) Session(opts model.Options, input string, outputs ...string) (*ort.Session, error) {
+	return ort.NewSession(ort.Config{ModelPath: h.Path(h.ModelFile), Inputs: []string{input},
+		Outputs: outputs, IntraOpThreads: opts.IntraOpThreads})
+}
+
+// WarmUp ends a model's start: a failed warm-up run (err, the run's
+// error) closes sess and says which model file failed, so a wrong TOML
+// stops the server at start instead of failing every request.
+func (h *Head) WarmUp(sess *ort.Session, err error) error {
+	if err == nil {
+		return nil
+	}
+	sess.Close()
+	return fmt.Errorf("model %s: warm-up run: %v", h.ModelFile, err)
+}
+
 // Info is the model.Info of a model of this task; the name defaults to the
 // task.
 func (h *Head) Info(task string) model.Info {

@@ -98,16 +98,15 @@ func newModel(path string, opts model.Options) (model.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	sess, err := ort.NewSession(ort.Config{ModelPath: cfg.Path(cfg.ModelFile), Inputs: []string{cfg.InputName},
-		Outputs: []string{cfg.OutputName}, IntraOpThreads: opts.IntraOpThreads})
+	sess, err := cfg.Session(opts, cfg.InputName, cfg.OutputName)
 	if err != nil {
 		return nil, err
 	}
 	m := &Model{Common: modelconf.NewCommon(task, params, &cfg.Head), cfg: cfg, sess: sess, h: cfg.InputSize[0], w: cfg.InputSize[1]}
 	// The warm-up run loads the kernels and checks the output size.
-	if _, err := m.run(context.Background(), []*input{{img: imageio.NewRGB(m.w, m.h), w: 1, h: 1, threshold: 1}}); err != nil {
-		sess.Close()
-		return nil, fmt.Errorf("model %s: warm-up run: %v", cfg.ModelFile, err)
+	_, err = m.run(context.Background(), []*input{{img: imageio.NewRGB(m.w, m.h), w: 1, h: 1, threshold: 1}})
+	if err := cfg.WarmUp(sess, err); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -68,16 +68,15 @@ func newModel(path string, opts model.Options) (model.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	sess, err := ort.NewSession(ort.Config{ModelPath: cfg.Path(cfg.ModelFile), Inputs: []string{cfg.InputName},
-		Outputs: []string{cfg.OutputName}, IntraOpThreads: opts.IntraOpThreads})
+	sess, err := cfg.Session(opts, cfg.InputName, cfg.OutputName)
 	if err != nil {
 		return nil, err
 	}
 	m := &Model{Common: modelconf.NewCommon(task, nil, &cfg.Head), cfg: cfg, sess: sess}
 	// The warm-up run loads the kernels and checks the scale.
-	if _, err := m.upscale(context.Background(), imageio.NewRGB(8, 8)); err != nil {
-		sess.Close()
-		return nil, fmt.Errorf("model %s: warm-up run: %v", cfg.ModelFile, err)
+	_, err = m.upscale(context.Background(), imageio.NewRGB(8, 8))
+	if err := cfg.WarmUp(sess, err); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
