@@ -104,9 +104,19 @@ func describeClasses(c *CLI, data json.RawMessage) bool {
 		ClassID  int       `json:"class_id"`
 		Category string    `json:"category"`
 		Scores   []float64 `json:"scores"`
+		Top      []struct {
+			ClassID  int    `json:"class_id"`
+			Category string `json:"category"`
+		} `json:"top"`
 	}
 	if json.Unmarshal(data, &cl) != nil {
 		return false
+	}
+	// The payload names the best class and those of its top list; the
+	// others go by index.
+	names := map[int]string{cl.ClassID: cl.Category}
+	for _, t := range cl.Top {
+		names[t.ClassID] = t.Category
 	}
 	fmt.Fprintf(c.Out, "  %s (class %d)\n", cl.Category, cl.ClassID)
 	for i, s := range cl.Scores {
@@ -116,7 +126,11 @@ func describeClasses(c *CLI, data json.RawMessage) bool {
 		}
 		n := int(s*barWidth + 0.5)
 		n = max(0, min(barWidth, n))
-		fmt.Fprintf(c.Out, "  %s %3d %-*s %.3f\n", mark, i, barWidth, strings.Repeat("█", n), s)
+		line := fmt.Sprintf("  %s %3d %-*s %.3f", mark, i, barWidth, strings.Repeat("█", n), s)
+		if name, ok := names[i]; ok && len(cl.Top) > 0 {
+			line += "  " + name
+		}
+		fmt.Fprintln(c.Out, line)
 	}
 	return true
 }

@@ -43,6 +43,12 @@ func TestDescribeEachTask(t *testing.T) {
 				"      0 ███                            0.100\n" +
 				"      1                                0.000\n" +
 				"  >   2 ███████████████████████████    0.900\n"},
+		{"classification with its top list", map[string]any{"class_id": 2, "category": "Neutral", "scores": []float64{0.1, 0, 0.9},
+			"top": []map[string]any{{"class_id": 2, "category": "Neutral", "score": 0.9}, {"class_id": 0, "category": "Drawing", "score": 0.1}}},
+			"  Neutral (class 2)\n" +
+				"      0 ███                            0.100  Drawing\n" +
+				"      1                                0.000\n" +
+				"  >   2 ███████████████████████████    0.900  Neutral\n"},
 		{"detection", []map[string]any{{"class_id": 3, "score": 0.7927, "category": "motorcycle", "bbox": []float64{105.7, 75, 687.6, 453.9}}},
 			"  motorcycle     0.793  box [106 75 688 454]\n"},
 		{"faces", []map[string]any{{"score": 0.921, "bbox": []float64{179.1, 81.3, 271.7, 173.9},

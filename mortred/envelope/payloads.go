@@ -8,9 +8,24 @@ import "reflect"
 
 // Classification is the payload of classification models.
 type Classification struct {
-	ClassID  int       `json:"class_id"`
-	Category string    `json:"category"`
-	Scores   []float64 `json:"scores" doc:"full softmax, indexed by class id"`
+	ClassID  int          `json:"class_id"`
+	Category string       `json:"category"`
+	Scores   []float64    `json:"scores" doc:"full softmax, indexed by class id"`
+	Top      []ClassScore `json:"top,omitempty" doc:"the top_k best classes scoring at least score_threshold, best first (empty when none does); the classification model type always answers it"`
+}
+
+// ClassScore is one class of a classification's top list.
+type ClassScore struct {
+	ClassID  int     `json:"class_id"`
+	Category string  `json:"category"`
+	Score    float64 `json:"score" doc:"0..1"`
+}
+
+// ClassificationParams are the params of a classification model; an unset
+// key takes the model TOML's value.
+type ClassificationParams struct {
+	TopK           int     `json:"top_k,omitempty" doc:"most classes in top, 1..the model's class count"`
+	ScoreThreshold float64 `json:"score_threshold,omitempty" doc:"minimum score of a class in top, 0..1"`
 }
 
 // Detection is one object of a detection payload (data is an array of them).
@@ -125,6 +140,7 @@ type ParamsSchema struct {
 }
 
 var paramsSchemas = []ParamsSchema{
+	{"ClassificationParams", reflect.TypeFor[ClassificationParams]()},
 	{"DetectionParams", reflect.TypeFor[DetectionParams]()},
 	{"FaceDetectionParams", reflect.TypeFor[FaceDetectionParams]()},
 	{"SegmentationParams", reflect.TypeFor[SegmentationParams]()},

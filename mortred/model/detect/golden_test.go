@@ -1,11 +1,9 @@
 package detect
 
 import (
-	"encoding/json"
 	"errors"
 	"math"
 	"reflect"
-	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -13,6 +11,7 @@ import (
 	"github.com/fe64bb06/frontdoor/mortred/envelope"
 	"github.com/fe64bb06/frontdoor/mortred/model"
 	"github.com/fe64bb06/frontdoor/mortred/model/boxes"
+	"github.com/fe64bb06/frontdoor/mortred/model/modelconf"
 	"github.com/fe64bb06/frontdoor/mortred/model/modeltest"
 )
 
@@ -74,28 +73,21 @@ func TestBatchEqualsSingleAndCorruptItemFailsAlone(t *testing.T) {
 func TestParams(t *testing.T) {
 	m := nanodet(t)
 	moto := modeltest.Photo(t, "motorcycle_left.png")
-	raw := func(kv ...string) map[string]json.RawMessage {
-		out := map[string]json.RawMessage{}
-		for i := 0; i < len(kv); i += 2 {
-			out[kv[i]] = json.RawMessage(kv[i+1])
-		}
-		return out
-	}
-	low := dets(t, modeltest.Infer(t, m, raw("score_threshold", "0.05"), moto)[0])
+	low := dets(t, modeltest.Infer(t, m, modeltest.Params("score_threshold", "0.05"), moto)[0])
 	if len(low) < 3 {
 		t.Errorf("score_threshold 0.05: %d boxes, want more than at the default", len(low))
 	}
-	if got := dets(t, modeltest.Infer(t, m, raw("score_threshold", "0.05", "max_results", "2"), moto)[0]); len(got) != 2 || !reflect.DeepEqual(got, low[:2]) {
+	if got := dets(t, modeltest.Infer(t, m, modeltest.Params("score_threshold", "0.05", "max_results", "2"), moto)[0]); len(got) != 2 || !reflect.DeepEqual(got, low[:2]) {
 		t.Errorf("max_results 2: %+v, want the 2 best of %+v", got, low)
 	}
-	if got := dets(t, modeltest.Infer(t, m, raw("score_threshold", "0.99"), moto)[0]); len(got) != 0 {
+	if got := dets(t, modeltest.Infer(t, m, modeltest.Params("score_threshold", "0.99"), moto)[0]); len(got) != 0 {
 		t.Errorf("score_threshold 0.99: %+v", got)
 	}
 	// With no suppression, every cell on the motorcycle answers.
-	if got := dets(t, modeltest.Infer(t, m, raw("nms_iou", "1"), moto)[0]); len(got) < 3 {
+	if got := dets(t, modeltest.Infer(t, m, modeltest.Params("nms_iou", "1"), moto)[0]); len(got) < 3 {
 		t.Errorf("nms_iou 1: %d boxes", len(got))
 	}
-	errs := m.ValidateParams(raw("top_k", "5", "max_results", "-1", "nms_iou", "null"))
+	errs := m.ValidateParams(modeltest.Params("top_k", "5", "max_results", "-1", "nms_iou", "null"))
 	var ptrs []string
 	for _, e := range errs {
 		ptrs = append(ptrs, e.Pointer)
@@ -104,7 +96,7 @@ func TestParams(t *testing.T) {
 		t.Errorf("bad params: %+v", errs)
 	}
 	var ie *model.ItemError
-	if _, err := m.Prepare(moto, raw("top_k", "5")); !errors.As(err, &ie) || ie.Status != envelope.StatusInvalidRequest {
+	if _, err := m.Prepare(moto, modeltest.Params("top_k", "5")); !errors.As(err, &ie) || ie.Status != envelope.StatusInvalidRequest {
 		t.Errorf("Prepare with a bad param: %v", err)
 	}
 	if info := m.Info(); info.Name != "NANODET" || info.Task != task {
@@ -136,13 +128,5 @@ func TestDecodeLevelAndNMS(t *testing.T) {
 }
 
 func TestParamsMatchTheDocumentedSchema(t *testing.T) {
-	typ := reflect.TypeFor[envelope.DetectionParams]()
-	if typ.NumField() != len(params) {
-		t.Fatalf("documented %d params, the model takes %d", typ.NumField(), len(params))
-	}
-	for i := range typ.NumField() {
-		if name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ","); name != params[i].Key {
-			t.Errorf("documented %q, the model takes %q", name, params[i].Key)
-		}
-	}
+	modeltest.ParamsMatchSchema(t, reflect.TypeFor[envelope.DetectionParams](), modelconf.Keys(params))
 }

@@ -3,10 +3,11 @@ package face
 import (
 	"math"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/fe64bb06/frontdoor/mortred/envelope"
+	"github.com/fe64bb06/frontdoor/mortred/model/modelconf"
+	"github.com/fe64bb06/frontdoor/mortred/model/modeltest"
 )
 
 func TestDecodeGridPlacesAnchorsAtCellCentres(t *testing.T) {
@@ -65,17 +66,5 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
 // The params the model takes are the ones docs/openapi.json publishes.
 func TestParamsMatchTheDocumentedSchema(t *testing.T) {
-	typ := reflect.TypeFor[envelope.FaceDetectionParams]()
-	var doc []string
-	for i := range typ.NumField() {
-		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
-		doc = append(doc, name)
-	}
-	var ours []string
-	for _, p := range params {
-		ours = append(ours, p.Key)
-	}
-	if !reflect.DeepEqual(doc, ours) {
-		t.Fatalf("model params %v, documented %v", ours, doc)
-	}
+	modeltest.ParamsMatchSchema(t, reflect.TypeFor[envelope.FaceDetectionParams](), modelconf.Keys(params))
 }

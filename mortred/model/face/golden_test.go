@@ -125,34 +125,26 @@ func TestBatchEqualsSingleAndCorruptItemFailsAlone(t *testing.T) {
 	checkAstronaut(t, faces(t, batch[4]), 0, 0, 8)
 }
 
-func raw(kv ...string) map[string]json.RawMessage {
-	out := map[string]json.RawMessage{}
-	for i := 0; i < len(kv); i += 2 {
-		out[kv[i]] = json.RawMessage(kv[i+1])
-	}
-	return out
-}
-
 func TestParams(t *testing.T) {
 	m := blazeface(t)
 	astro := modeltest.Photo(t, "astronaut.png")
-	if got := faces(t, modeltest.Infer(t, m, raw("score_threshold", "0.999"), astro)[0]); len(got) != 0 {
+	if got := faces(t, modeltest.Infer(t, m, modeltest.Params("score_threshold", "0.999"), astro)[0]); len(got) != 0 {
 		t.Errorf("score_threshold 0.999: %+v, want no face", got)
 	}
-	if got := faces(t, modeltest.Infer(t, m, raw("score_threshold", "0.05", "nms_iou", "0.3", "max_results", "1"), astro)[0]); len(got) != 1 {
+	if got := faces(t, modeltest.Infer(t, m, modeltest.Params("score_threshold", "0.05", "nms_iou", "0.3", "max_results", "1"), astro)[0]); len(got) != 1 {
 		t.Errorf("max_results 1 at a low threshold: %d faces", len(got))
 	}
 	// Without blending every anchor on the face is its own detection.
-	if got := faces(t, modeltest.Infer(t, m, raw("nms_iou", "1"), astro)[0]); len(got) < 2 {
+	if got := faces(t, modeltest.Infer(t, m, modeltest.Params("nms_iou", "1"), astro)[0]); len(got) < 2 {
 		t.Errorf("nms_iou 1: %d faces, want the unmerged anchors", len(got))
 	}
 	for _, c := range []struct {
 		params map[string]json.RawMessage
 		ptrs   []string
 	}{
-		{raw("threshold", "0.5"), []string{"/params/threshold"}},
-		{raw("score_threshold", "1.5", "max_results", "2.5", "a/b", "1"), []string{"/params/a~1b", "/params/max_results", "/params/score_threshold"}},
-		{raw("nms_iou", `"high"`), []string{"/params/nms_iou"}},
+		{modeltest.Params("threshold", "0.5"), []string{"/params/threshold"}},
+		{modeltest.Params("score_threshold", "1.5", "max_results", "2.5", "a/b", "1"), []string{"/params/a~1b", "/params/max_results", "/params/score_threshold"}},
+		{modeltest.Params("nms_iou", `"high"`), []string{"/params/nms_iou"}},
 	} {
 		errs := m.ValidateParams(c.params)
 		var ptrs []string
@@ -167,7 +159,7 @@ func TestParams(t *testing.T) {
 			t.Errorf("Prepare with params %s: %v, want the invalid-request status", c.params, err)
 		}
 	}
-	if errs := m.ValidateParams(raw("score_threshold", "0.9", "nms_iou", "0", "max_results", "0")); errs != nil {
+	if errs := m.ValidateParams(modeltest.Params("score_threshold", "0.9", "nms_iou", "0", "max_results", "0")); errs != nil {
 		t.Errorf("valid params refused: %+v", errs)
 	}
 	if info := m.Info(); info.Name != "BLAZEFACE" || info.Task != task {

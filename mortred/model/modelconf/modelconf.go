@@ -235,10 +235,7 @@ func Parse(task string, accepted []Param, raw map[string]json.RawMessage) (Value
 		ptr := "/params/" + strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
 		p, ok := find(accepted, key)
 		if !ok {
-			keys := make([]string, len(accepted))
-			for i, a := range accepted {
-				keys[i] = a.Key
-			}
+			keys := Keys(accepted)
 			msg := fmt.Sprintf("unknown parameter %q for a %s model", key, task)
 			if len(keys) == 0 {
 				msg += " (it takes no params)"
@@ -257,6 +254,15 @@ func Parse(task string, accepted []Param, raw map[string]json.RawMessage) (Value
 	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Pointer < errs[j].Pointer })
 	return vals, errs
+}
+
+// Keys are the keys of ps, in order.
+func Keys(ps []Param) []string {
+	keys := make([]string, len(ps))
+	for i, p := range ps {
+		keys[i] = p.Key
+	}
+	return keys
 }
 
 func find(ps []Param, key string) (Param, bool) {

@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -111,4 +113,29 @@ func Data[T any](t testing.TB, r model.Result) T {
 		t.Fatalf("data is %T", r.Data)
 	}
 	return v
+}
+
+// Params is a request's params object from key, JSON value pairs:
+// Params("top_k", "5").
+func Params(kv ...string) map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i]] = json.RawMessage(kv[i+1])
+	}
+	return out
+}
+
+// ParamsMatchSchema fails unless the params a model takes (their keys, as
+// modelconf.Keys gives them) are, in order, the JSON fields of its
+// documented params type (the one docs/openapi.json publishes).
+func ParamsMatchSchema(t testing.TB, documented reflect.Type, ours []string) {
+	t.Helper()
+	var doc []string
+	for i := range documented.NumField() {
+		name, _, _ := strings.Cut(documented.Field(i).Tag.Get("json"), ",")
+		doc = append(doc, name)
+	}
+	if !reflect.DeepEqual(doc, ours) {
+		t.Fatalf("the model takes params %v, %s documents %v", ours, documented.Name(), doc)
+	}
 }

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/fe64bb06/frontdoor/mortred/model"
 	"github.com/fe64bb06/frontdoor/mortred/model/imageio"
+	"github.com/fe64bb06/frontdoor/mortred/model/modelconf"
 	"github.com/fe64bb06/frontdoor/mortred/model/ort"
 )
 
@@ -27,6 +29,10 @@ type classConfig struct {
 	// Output is "probabilities" (the graph ends in softmax; default) or
 	// "logits" (softmax is applied here).
 	Output string `toml:"output"`
+	// Defaults of the request params: TopK classes (0: all of them) at
+	// or above ScoreThreshold go into the answer's top list.
+	TopK           int     `toml:"top_k"`
+	ScoreThreshold float64 `toml:"score_threshold"`
 }
 
 func (c *classConfig) validate() error {
@@ -49,14 +55,45 @@ func (c *classConfig) validate() error {
 	if (len(c.Labels) == 0) == (c.LabelFile == "") {
 		errs = append(errs, errors.New("give exactly one of labels or label_file"))
 	}
+	if c.TopK < 0 || c.ScoreThreshold < 0 || c.ScoreThreshold > 1 {
+		errs = append(errs, fmt.Errorf("top_k %d (≥ 0, 0 = every class) or score_threshold %v (0..1) out of range", c.TopK, c.ScoreThreshold))
+	}
 	return errors.Join(errs...)
 }
 
-// Class is the classification payload.
+// Class is the classification payload (envelope.Classification, with the
+// scores as the graph gives them).
 type Class struct {
-	ClassID  int       `json:"class_id"`
-	Category string    `json:"category"`
-	Scores   []float32 `json:"scores"`
+	ClassID  int        `json:"class_id"`
+	Category string     `json:"category"`
+	Scores   []float32  `json:"scores"`
+	Top      []TopClass `json:"top"`
+}
+
+// TopClass is one class of Class.Top (envelope.ClassScore).
+type TopClass struct {
+	ClassID  int     `json:"class_id"`
+	Category string  `json:"category"`
+	Score    float32 `json:"score"`
+}
+
+// top is the best k classes of scores at or above thresh, best first (the
+// lower class id first among equal scores); never nil, so the answer
+// always carries the list.
+func top(scores []float32, labels []string, k int, thresh float64) []TopClass {
+	ids := make([]int, len(scores))
+	for i := range ids {
+		ids[i] = i
+	}
+	sort.SliceStable(ids, func(a, b int) bool { return scores[ids[a]] > scores[ids[b]] })
+	out := make([]TopClass, 0, k)
+	for _, id := range ids[:min(k, len(ids))] {
+		if float64(scores[id]) < thresh {
+			break
+		}
+		out = append(out, TopClass{ClassID: id, Category: labels[id], Score: scores[id]})
+	}
+	return out
 }
 
 // classifier is the session and buffers of one classification instance.
@@ -82,6 +119,12 @@ func newClassifier(path string, opts ortOptions) (*classifier, error) {
 		if labels, err = readLines(cfg.path(cfg.LabelFile)); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.TopK > len(labels) {
+		return nil, fmt.Errorf("model config %s: top_k %d is more than the %d classes", path, cfg.TopK, len(labels))
+	}
+	if cfg.TopK == 0 {
+		cfg.TopK = len(labels)
 	}
 	sess, err := cfg.session(opts)
 	if err != nil {
@@ -164,7 +207,15 @@ func softmax(v []float32) {
 
 // Classification serves a classifier as a model.Model.
 type Classification struct {
-	c *classifier
+	c      *classifier
+	params []modelconf.Param
+}
+
+// classInput is a prepared image with its item's top list params.
+type classInput struct {
+	img    *imageio.RGB
+	topK   int
+	thresh float64
 }
 
 func newClassification(path string, opts model.Options) (model.Model, error) {
@@ -175,39 +226,43 @@ func newClassification(path string, opts model.Options) (model.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Classification{c: c}, nil
+	// top_k's range is this model's class count.
+	params := []modelconf.Param{
+		{Key: "top_k", Kind: modelconf.Count, Min: 1, Max: float64(len(c.labels)), Doc: fmt.Sprintf("most classes in top, 1..%d", len(c.labels))},
+		{Key: "score_threshold", Kind: modelconf.Prob, Doc: "minimum score of a class in top, 0..1"},
+	}
+	return &Classification{c: c, params: params}, nil
 }
 
 // Info implements model.Model.
 func (m *Classification) Info() model.Info { return info(&m.c.cfg.base, "classification") }
 
-// ValidateParams implements model.Model: classification takes no params.
+// ValidateParams implements model.Model.
 func (m *Classification) ValidateParams(p map[string]json.RawMessage) []model.FieldError {
-	_, errs := parseParams("classification", noParams, p)
+	_, errs := modelconf.Parse("classification", m.params, p)
 	return errs
 }
 
 // Prepare implements model.Model.
 func (m *Classification) Prepare(image []byte, p map[string]json.RawMessage) (model.Input, error) {
-	if _, errs := parseParams("classification", noParams, p); errs != nil {
-		return nil, invalidParams(errs)
-	}
-	img, err := imageio.Decode(image, m.c.cfg.MaxPixels)
+	vals, img, err := m.c.cfg.Decode("classification", m.params, p, image)
 	if err != nil {
 		return nil, err
 	}
-	return m.c.prepare(img), nil
+	return &classInput{img: m.c.prepare(img), topK: vals.Int("top_k", m.c.cfg.TopK),
+		thresh: vals.Float("score_threshold", m.c.cfg.ScoreThreshold)}, nil
 }
 
 // Run implements model.Model.
 func (m *Classification) Run(ctx context.Context, batch []model.Input) ([]model.Result, error) {
+	ins := make([]*classInput, len(batch))
 	imgs := make([]*imageio.RGB, len(batch))
 	for i, in := range batch {
-		img, ok := in.(*imageio.RGB)
+		ci, ok := in.(*classInput)
 		if !ok {
 			return nil, fmt.Errorf("classification: item %d was not prepared by this model (%T)", i, in)
 		}
-		imgs[i] = img
+		ins[i], imgs[i] = ci, ci.img
 	}
 	classes, err := m.c.run(ctx, imgs)
 	if err != nil {
@@ -215,6 +270,7 @@ func (m *Classification) Run(ctx context.Context, batch []model.Input) ([]model.
 	}
 	out := make([]model.Result, len(classes))
 	for i, c := range classes {
+		c.Top = top(c.Scores, m.c.labels, ins[i].topK, ins[i].thresh)
 		out[i] = model.Result{Data: c}
 	}
 	return out, nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fe64bb06/frontdoor/mortred/envelope"
 	"github.com/fe64bb06/frontdoor/mortred/model"
+	"github.com/fe64bb06/frontdoor/mortred/model/modelconf"
 	"github.com/fe64bb06/frontdoor/mortred/model/modeltest"
 )
 
@@ -120,16 +121,13 @@ func TestBatchEqualsSingleAndCorruptItemFailsAlone(t *testing.T) {
 func TestParams(t *testing.T) {
 	m := selfie(t)
 	astro := modeltest.Photo(t, "astronaut.png")
-	raw := func(v string) map[string]json.RawMessage {
-		return map[string]json.RawMessage{"threshold": json.RawMessage(v)}
-	}
-	lo, _ := seg(t, modeltest.Infer(t, m, raw("0.05"), astro)[0])
+	lo, _ := seg(t, modeltest.Infer(t, m, modeltest.Params("threshold", "0.05"), astro)[0])
 	def, _ := seg(t, modeltest.Infer(t, m, nil, astro)[0])
-	hi, _ := seg(t, modeltest.Infer(t, m, raw("0.95"), astro)[0])
+	hi, _ := seg(t, modeltest.Infer(t, m, modeltest.Params("threshold", "0.95"), astro)[0])
 	if !(lo.Coverage > def.Coverage && def.Coverage > hi.Coverage) {
 		t.Errorf("coverage at thresholds 0.05, 0.5, 0.95: %v %v %v; want decreasing", lo.Coverage, def.Coverage, hi.Coverage)
 	}
-	if all, _ := seg(t, modeltest.Infer(t, m, raw("0"), astro)[0]); all.Coverage != 1 || all.BBox != [4]float64{0, 0, 512, 512} {
+	if all, _ := seg(t, modeltest.Infer(t, m, modeltest.Params("threshold", "0"), astro)[0]); all.Coverage != 1 || all.BBox != [4]float64{0, 0, 512, 512} {
 		t.Errorf("threshold 0: %v %v, want the whole image", all.Coverage, all.BBox)
 	}
 	errs := m.ValidateParams(map[string]json.RawMessage{"thresh": json.RawMessage("0.5"), "threshold": json.RawMessage("2")})
@@ -137,7 +135,7 @@ func TestParams(t *testing.T) {
 		t.Errorf("bad params: %+v", errs)
 	}
 	var ie *model.ItemError
-	if _, err := m.Prepare(astro, raw("true")); !errors.As(err, &ie) || ie.Status != envelope.StatusInvalidRequest {
+	if _, err := m.Prepare(astro, modeltest.Params("threshold", "true")); !errors.As(err, &ie) || ie.Status != envelope.StatusInvalidRequest {
 		t.Errorf("Prepare with a bad param: %v", err)
 	}
 	if info := m.Info(); info.Name != "SELFIE" || info.Task != task {
@@ -147,15 +145,7 @@ func TestParams(t *testing.T) {
 
 // The params the model takes are the ones docs/openapi.json publishes.
 func TestParamsMatchTheDocumentedSchema(t *testing.T) {
-	typ := reflect.TypeFor[envelope.SegmentationParams]()
-	if typ.NumField() != len(params) {
-		t.Fatalf("documented %d params, the model takes %d", typ.NumField(), len(params))
-	}
-	for i := range typ.NumField() {
-		if name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ","); name != params[i].Key {
-			t.Errorf("documented %q, the model takes %q", name, params[i].Key)
-		}
-	}
+	modeltest.ParamsMatchSchema(t, reflect.TypeFor[envelope.SegmentationParams](), modelconf.Keys(params))
 }
 
 func TestAxisSamplesPixelCentres(t *testing.T) {
