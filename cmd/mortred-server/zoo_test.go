@@ -49,7 +49,8 @@ func greyPNG(t *testing.T, w, h int) []byte {
 }
 
 // TestBinaryServesTheZoo runs the shipped BLAZEFACE, NSFW_MOBILENETV2,
-// SELFIE, NANODET and REALESRGAN_X4 servers (real models from setup-models) and checks what a client sees:
+// SELFIE, NANODET, REALESRGAN_X4 and REALESRGAN_X4PLUS_ANIME servers (real
+// models from setup-models) and checks what a client sees:
 // a batch with a corrupt item answers 200 with that item alone failed, an
 // unknown param is 422 with its pointer.
 func TestBinaryServesTheZoo(t *testing.T) {
@@ -67,12 +68,14 @@ func TestBinaryServesTheZoo(t *testing.T) {
 		{"selfie.toml", "/mortred_ai_server_v1/segmentation/selfie", `"mask":"iVBORw0KGgo`},
 		{"nanodet.toml", "/mortred_ai_server_v1/detection/nanodet", `"category":"person"`},
 		{"realesrgan.toml", "/mortred_ai_server_v1/super_resolution/realesrgan_x4", `"width":256,"height":192,"scale":4`},
+		{"realesrgan_x4plus_anime.toml", "/mortred_ai_server_v1/super_resolution/realesrgan_x4plus_anime", `"width":256,"height":192,"scale":4`},
 	} {
+		superres := strings.HasPrefix(c.conf, "realesrgan")
 		t.Run(c.conf, func(t *testing.T) {
 			srv := serve(t, c.conf, "zoo-token")
 			defer srv.stop(t)
 			img := astro
-			if c.conf == "realesrgan.toml" {
+			if superres {
 				img = small // quick
 			}
 			code, env := post(t, srv.base+c.uri, "zoo-token", `{"images":["`+img+`","bm90IGFuIGltYWdl"]}`)
@@ -85,7 +88,18 @@ func TestBinaryServesTheZoo(t *testing.T) {
 			if code != 422 || len(env.Errors) != 1 || env.Errors[0].Pointer != "/params/top" {
 				t.Fatalf("unknown param → %d %+v", code, env)
 			}
-			if c.conf == "realesrgan.toml" {
+			if c.conf == "nsfw_mobilenet_v2.toml" {
+				// The classification's top list and its params.
+				code, env = post(t, srv.base+c.uri, "zoo-token", `{"images":["`+img+`"],"params":{"top_k":1}}`)
+				if code != 200 || len(env.Results) != 1 || !strings.Contains(string(env.Results[0].Data), `"top":[{"class_id":2,"category":"Neutral","score":`) {
+					t.Fatalf("top_k 1 → %d %+v", code, env)
+				}
+				code, env = post(t, srv.base+c.uri, "zoo-token", `{"images":["`+img+`"],"params":{"top_k":6}}`)
+				if code != 422 || len(env.Errors) != 1 || env.Errors[0].Pointer != "/params/top_k" {
+					t.Fatalf("top_k 6 of 5 classes → %d %+v", code, env)
+				}
+			}
+			if superres {
 				code, env = post(t, srv.base+c.uri, "zoo-token", `{"images":["`+large+`"]}`)
 				if code != 422 || len(env.Results) != 1 || env.Results[0].Status != envelope.StatusInvalidRequest {
 					t.Fatalf("520×520 over max_input_pixels → %d %+v", code, env)

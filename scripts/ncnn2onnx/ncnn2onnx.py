@@ -2,11 +2,14 @@
 """ncnn2onnx: converts an ncnn model (.param text + .bin weights) into an
 ONNX model, offline, with nothing but python3-onnx and python3-numpy.
 
-It supports exactly the layers of Real-ESRGAN's compact models
-(realesr-animevideov3: SRVGGNetCompact) — Input, Split, Convolution (with
-bias, any kernel, stride and padding, no dilation/groups/activation),
-PReLU, PixelShuffle, Interp (nearest, integer scale) and BinaryOp (add) —
-and stops with a clear message naming the layer on anything else.
+It supports exactly the layers of the two Real-ESRGAN models of
+waifu2x@1.6.5 — the compact realesr-animevideov3 (SRVGGNetCompact) and the
+RRDB network realesrgan-x4plus-anime: Input, Split, Convolution (with
+bias, any kernel, stride and padding, no dilation or groups; no fused
+activation or a fused leaky ReLU), PReLU, PixelShuffle, Interp (nearest,
+integer scale), BinaryOp (add), Eltwise (a weighted sum) and Concat (along
+channels) — and stops with a clear message naming the layer on anything
+else.
 
 Weights: a Convolution's weight blob starts with a 4-byte tag (0 float32,
 0x01306B47 float16; anything else, e.g. int8 quantization, is refused)
@@ -30,6 +33,11 @@ class ConversionError(Exception):
 
 MAGIC = 7767517
 TAG_F32, TAG_F16 = 0, 0x01306B47
+ARRAY_KEY = -23300
+
+
+def number(v):
+    return float(v) if any(ch in v for ch in ".eE") else int(v)
 
 
 def parse_param(text):
@@ -46,9 +54,16 @@ def parse_param(text):
         params = {}
         for kv in f[4 + n_in + n_out:]:
             k, _, v = kv.partition("=")
+            if int(k) <= ARRAY_KEY:
+                # An array parameter: key -23300-id, value "count,v1,v2,…".
+                items = v.split(",")
+                if not items[0].isdigit() or int(items[0]) != len(items) - 1:
+                    raise ConversionError("layer %s: array parameter %s: the count does not match its values" % (name, kv))
+                params[ARRAY_KEY - int(k)] = [number(x) for x in items[1:]]
+                continue
             if int(k) < 0:
-                raise ConversionError("layer %s: array parameter %s is not supported" % (name, kv))
-            params[int(k)] = float(v) if any(ch in v for ch in ".eE") else int(v)
+                raise ConversionError("layer %s: parameter %s is not supported" % (name, kv))
+            params[int(k)] = number(v)
         layers.append((kind, name, ins, outs, params))
     if len(layers) != n_layers:
         raise ConversionError("the .param file declares %d layers, has %d" % (n_layers, len(layers)))
@@ -84,7 +99,7 @@ class Weights:
         return out
 
 
-SUPPORTED = ("Input", "Split", "Convolution", "PReLU", "PixelShuffle", "Interp", "BinaryOp")
+SUPPORTED = ("Input", "Split", "Convolution", "PReLU", "PixelShuffle", "Interp", "BinaryOp", "Eltwise", "Concat")
 
 
 def convert(param_text, bin_data, opset=13):
@@ -121,7 +136,10 @@ def convert(param_text, bin_data, opset=13):
             continue
         x = [known(name, i) for i in ins]
         if kind == "Convolution":
-            allow(name, p, (0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14))
+            allow(name, p, (0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13, 14))
+            act, act_args = p.get(9, 0), p.get(10, [])
+            if act not in (0, 2) or (act == 2 and len(act_args) != 1) or (act == 0 and act_args):
+                raise ConversionError("layer %s: fused activation %s %s is not supported (none, or leaky ReLU 9=2 with its slope)" % (name, act, act_args))
             cout, k = p[0], p[1]
             kw, kh = k, p.get(11, k)
             dil, stride, pad = p.get(2, 1), p.get(3, 1), p.get(4, 0)
@@ -134,8 +152,11 @@ def convert(param_text, bin_data, opset=13):
             args = [x[0], init(weight, oname + "_w")]
             if p.get(5, 0):
                 args.append(init(w.raw(cout, name), oname + "_b"))
-            nodes.append(helper.make_node("Conv", args, [oname], name=oname, kernel_shape=[kh, kw],
+            conv = oname + "_conv" if act else oname
+            nodes.append(helper.make_node("Conv", args, [conv], name=conv, kernel_shape=[kh, kw],
                                           strides=[p.get(13, stride), stride], pads=[pad, pad, pad, pad]))
+            if act == 2:
+                nodes.append(helper.make_node("LeakyRelu", [conv], [oname], name=oname, alpha=float(act_args[0])))
         elif kind == "PReLU":
             allow(name, p, (0,))
             slope = w.raw(p.get(0, 1), name).reshape(-1, 1, 1)
@@ -158,6 +179,25 @@ def convert(param_text, bin_data, opset=13):
             if p.get(0, 0) != 0 or len(x) != 2:
                 raise ConversionError("layer %s: only the add of two blobs is supported" % name)
             nodes.append(helper.make_node("Add", x, [oname], name=oname))
+        elif kind == "Eltwise":
+            allow(name, p, (0, 1))
+            coeffs = p.get(1, [1.0] * len(x))
+            if p.get(0, 1) != 1 or len(x) < 2 or len(coeffs) != len(x):
+                raise ConversionError("layer %s: only the weighted sum (0=1) of two or more blobs, one coefficient each, is supported" % name)
+            terms = []
+            for i, (blob, c) in enumerate(zip(x, coeffs)):
+                if c == 1:
+                    terms.append(blob)
+                    continue
+                t = "%s_t%d" % (oname, i)
+                nodes.append(helper.make_node("Mul", [blob, init(np.array(c, np.float32), t + "_c")], [t], name=t))
+                terms.append(t)
+            nodes.append(helper.make_node("Sum", terms, [oname], name=oname))
+        elif kind == "Concat":
+            allow(name, p, (0,))
+            if p.get(0, 0) != 0:
+                raise ConversionError("layer %s: only the concatenation along channels (0=0) is supported" % name)
+            nodes.append(helper.make_node("Concat", x, [oname], name=oname, axis=1))
         blobs[outs[0]] = oname
         produced.append(outs[0])
     if w.off != len(bin_data):

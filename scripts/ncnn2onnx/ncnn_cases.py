@@ -1,8 +1,11 @@
 #!/usr/bin/python3
-"""Test models for ncnn2onnx: a small SRVGGNetCompact-shaped ncnn model
-(convolutions with float16 and float32 weights, PReLU, PixelShuffle, a
-nearest up-sampled skip, add), its conversion, and the expected output
-computed in numpy from ncnn's layer definitions.
+"""Test models for ncnn2onnx, each with its conversion and the expected
+output computed in numpy from ncnn's layer definitions: a small
+SRVGGNetCompact-shaped model (convolutions with float16 and float32
+weights, PReLU, PixelShuffle, a nearest up-sampled skip, add) and a small
+RRDB-shaped one (convolutions with a fused leaky ReLU, a dense block's
+channel concatenations, the residual's weighted Eltwise sum, nearest
+up-sampling).
 
 `ncnn_cases.py OUTDIR` writes CASE.onnx, CASE.in.f32, CASE.want.f32 and
 OUTDIR/cases.json in the format of scripts/tfjs2onnx/cases.py; the Go test
@@ -35,10 +38,11 @@ def pixel_shuffle(x, r):
     return x.reshape(n, c // (r * r), r, r, h, w).transpose(0, 1, 4, 2, 5, 3).reshape(n, c // (r * r), h * r, w * r)
 
 
-def compact(rng, scale=2, feat=5):
-    blobs, bins, vals = [], [], {}
-
-    def conv(name, cin, cout, f16):
+def conv_layer(rng, bins, vals):
+    """The conv(name, cin, cout, f16, extra="") of a test model: random 3×3
+    weights (stored float16 or float32) and bias, appended to bins; its
+    param string."""
+    def conv(name, cin, cout, f16, extra=""):
         w = (rng.standard_normal((cout, cin, 3, 3)) * 0.3).astype(np.float32)
         b = (rng.standard_normal(cout) * 0.1).astype(np.float32)
         if f16:
@@ -50,7 +54,20 @@ def compact(rng, scale=2, feat=5):
             data = TAG_F32 + w.astype("<f4").tobytes()
         bins.append(data + b.astype("<f4").tobytes())
         vals[name] = (w, b)
-        return "0=%d 1=3 4=1 5=1 6=%d" % (cout, w.size)
+        return ("0=%d 1=3 4=1 5=1 6=%d %s" % (cout, w.size, extra)).strip()
+    return conv
+
+
+def param_text(layers, n_blobs):
+    text = "7767517\n%d %d\n" % (len(layers), n_blobs)
+    for kind, name, ins, outs, p in layers:
+        text += "%-12s %-8s %d %d %s %s\n" % (kind, name, len(ins), len(outs), " ".join(ins + outs), p)
+    return text
+
+
+def compact(rng, scale=2, feat=5):
+    bins, vals = [], {}
+    conv = conv_layer(rng, bins, vals)
 
     def prelu(name, n):
         s = (rng.uniform(0, 0.5, n)).astype(np.float32)
@@ -71,9 +88,7 @@ def compact(rng, scale=2, feat=5):
         ("Interp", "up", ["d0"], ["g"], "0=1 1=%.6e 2=%.6e" % (scale, scale)),
         ("BinaryOp", "add", ["f", "g"], ["output"], ""),
     ]
-    text = "7767517\n%d %d\n" % (len(layers), 11)
-    for kind, name, ins, outs, p in layers:
-        text += "%-12s %-8s %d %d %s %s\n" % (kind, name, len(ins), len(outs), " ".join(ins + outs), p)
+    text = param_text(layers, 11)
 
     def ref(x):
         def prl(t, s):
@@ -85,11 +100,42 @@ def compact(rng, scale=2, feat=5):
     return text, b"".join(bins), ref, [2, 3, 5, 7]
 
 
+def rrdb(rng, feat=4, grow=3, slope=0.2, beta=0.2):
+    """One dense block of realesrgan-x4plus-anime's shape: conv, a grown
+    layer concatenated to its input, the block's residual scaled by beta,
+    the trunk's skip, a ×2 nearest up-sampling and a leaky output conv."""
+    bins, vals = [], {}
+    conv = conv_layer(rng, bins, vals)
+    leaky = "9=2 -23310=1,%e" % slope
+    layers = [
+        ("Input", "in", [], ["data"], ""),
+        ("Convolution", "c0", ["data"], ["a"], conv("c0", 3, feat, False)),
+        ("Split", "s0", ["a"], ["a0", "a1", "a2", "a3"], ""),
+        ("Convolution", "c1", ["a0"], ["b"], conv("c1", feat, grow, True, leaky)),
+        ("Concat", "cat", ["a1", "b"], ["c"], "0=0"),
+        ("Convolution", "c2", ["c"], ["d"], conv("c2", feat + grow, feat, True)),
+        ("Eltwise", "res", ["d", "a2"], ["e"], "0=1 -23301=2,%e,1.000000e+00" % beta),
+        ("BinaryOp", "skip", ["a3", "e"], ["f"], ""),
+        ("Interp", "up", ["f"], ["g"], "0=1 1=2.000000e+00 2=2.000000e+00"),
+        ("Convolution", "c3", ["g"], ["output"], conv("c3", feat, 3, False, leaky)),
+    ]
+
+    def ref(x):
+        def lrelu(t):
+            return np.where(t > 0, t, t * slope)
+        a = conv_nchw(x, *vals["c0"], 1)
+        b = lrelu(conv_nchw(a, *vals["c1"], 1))
+        d = conv_nchw(np.concatenate([a, b], axis=1), *vals["c2"], 1)
+        f = a + (beta * d + a)
+        return lrelu(conv_nchw(f.repeat(2, axis=2).repeat(2, axis=3), *vals["c3"], 1))
+    return param_text(layers, 13), b"".join(bins), ref, [2, 3, 6, 5]
+
+
 def write(outdir):
     os.makedirs(outdir, exist_ok=True)
     rng = np.random.default_rng(21)
     index = []
-    for name, build in {"compact_x2": compact}.items():
+    for name, build in {"compact_x2": compact, "rrdb_block": rrdb}.items():
         text, data, ref, shape = build(rng)
         m = ncnn2onnx.convert(text, data)
         with open(os.path.join(outdir, name + ".onnx"), "wb") as f:

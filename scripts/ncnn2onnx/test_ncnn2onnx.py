@@ -57,6 +57,23 @@ class Refusals(unittest.TestCase):
         with self.assertRaisesRegex(ConversionError, "only nearest interpolation"):
             ncnn2onnx.convert(text.replace("0=1 1=2", "0=2 1=2"), data)
 
+    def test_rrdb_layers_outside_what_the_models_use(self):
+        text, data, _, _ = cases.rrdb(np.random.default_rng(1))
+        ncnn2onnx.convert(text, data)
+        for old, new, msg in [
+            ("0=1 -23301", "0=0 -23301", r"layer res: only the weighted sum \(0=1\)"),
+            ("-23301=2,2.000000e-01,1.000000e+00", "-23301=1,2.000000e-01", r"layer res: only the weighted sum"),
+            ("-23301=2,2.000000e-01,", "-23301=3,2.000000e-01,", r"layer res: array parameter -23301=3,.*count does not match"),
+            ("cat      2 1 a1 b c 0=0", "cat      2 1 a1 b c 0=1", r"layer cat: only the concatenation along channels"),
+            ("9=2 -23310=1,2.000000e-01", "9=1", r"layer c1: fused activation 1 \[\] is not supported"),
+            ("9=2 -23310=1,2.000000e-01", "9=2", r"layer c1: fused activation 2 \[\] is not supported"),
+            ("9=2 -23310=1,2.000000e-01", "9=2 -23310=2,2.000000e-01,6.0", r"layer c1: fused activation 2 \[0.2, 6.0\]"),
+            ("0=0", "0=0 -5=1", r"layer cat: parameter -5=1 is not supported"),
+        ]:
+            self.assertIn(old, text)
+            with self.assertRaisesRegex(ConversionError, msg):
+                ncnn2onnx.convert(text.replace(old, new, 1), data)
+
     def test_cli_exit_code(self):
         import os
         import tempfile

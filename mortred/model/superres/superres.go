@@ -1,10 +1,12 @@
-// Package superres serves "super_resolution" models: Real-ESRGAN's compact
-// ×4 network (realesr-animevideov3) on ONNX Runtime. Any image size goes in
-// (up to max_input_pixels: the work grows with the pixels, and a larger
-// image answers 422); the answer is the upscaled image as PNG with its size.
+// Package superres serves "super_resolution" models: Real-ESRGAN's ×4
+// networks (the compact realesr-animevideov3 and the RRDB
+// realesrgan-x4plus-anime, one TOML each) on ONNX Runtime. Any image size
+// goes in (up to max_input_pixels: the work grows with the pixels, and a
+// larger image answers 422); the answer is the upscaled image as PNG with
+// its size.
 //
-// The network was trained on illustrations: on photographs it still
-// upscales, with a painted look. Each image runs alone (the sizes differ).
+// Both networks were trained on illustrations: on photographs they still
+// upscale, with a painted look. Each image runs alone (the sizes differ).
 package superres
 
 import (
@@ -28,7 +30,8 @@ const task = "super_resolution"
 
 func init() { model.Register(task, newModel) }
 
-// config is a "super_resolution" model TOML (conf/models/realesrgan.toml).
+// config is a "super_resolution" model TOML (conf/models/realesrgan.toml,
+// realesrgan_x4plus_anime.toml).
 // The graph takes [1, 3, H, W] RGB in 0..1 and answers [1, 3, scale·H,
 // scale·W] in 0..1 (clamped here).
 type config struct {
