@@ -12,7 +12,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 deps="$root/.deps"
 # Tarballs are cached outside the checkout so fresh clones (CI) reuse them.
 cache="${FRONTDOOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/frontdoor}/npm"
-mkdir -p "$cache" "$deps/onnxruntime" "$deps/models/ppocr" "$deps/models/nsfwjs" "$deps/models/blazeface" "$deps/models/selfie" "$deps/models/nanodet" "$deps/models/realesrgan"
+mkdir -p "$cache" "$deps/onnxruntime" "$deps/models/ppocr" "$deps/models/nsfwjs" "$deps/models/blazeface" "$deps/models/selfie" "$deps/models/nanodet" "$deps/models/centernet" "$deps/models/realesrgan"
 
 # name@version  tarball  sha256
 pins=(
@@ -130,6 +130,13 @@ tfjs_model "$deps/models/selfie/selfie.onnx" 38f6f79ed1f7b56b9a87e4deae29b82e1b6
 tfjs_model "$deps/models/nanodet/nanodet.onnx" f338b16f3fa012a75352b922256ad2ae3dc83ff0a5776414ead32104ba3c9350 "$human" "" \
   package/models/nanodet.json 4495eb0ec74bd33ee40a79aa06ebc1ccd7e28be1bf7355d93ffb570b8d77f45d \
   package/models/nanodet.bin 5d0e4f8c4eded666287330be03017d494787d35f523fd77ca23f59db984a4ad9
+# CenterNet (MobileNetV3, COCO detection), from the same package: only the
+# heatmap and box-size heads (mortred decodes them; the graph's own decoder
+# uses TopK and gathers the converter does not take).
+tfjs_model "$deps/models/centernet/centernet.onnx" db9c66545fb2a292af2f19525ebfe834d87e229fad315d7e8014ac1ba4fecb5c "$human" \
+  "--nchw-input --output tower_0/keypoints --output tower_0/wh" \
+  package/models/centernet.json bfb942eaacc5becf738d536663bc4580a0ae9e560722306e6d4dd7fe4a09de05 \
+  package/models/centernet.bin 1b635a15009071f506f9f2b3519b31c072c534888989f30d269ffd44734ef7ef
 # ncnn_model out.onnx output-sha256 tarball param-member sha256 bin-member
 # sha256: extracts the ncnn files into out's name with .ncnn, checks each,
 # converts with scripts/ncnn2onnx.

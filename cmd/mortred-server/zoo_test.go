@@ -49,7 +49,7 @@ func greyPNG(t *testing.T, w, h int) []byte {
 }
 
 // TestBinaryServesTheZoo runs the shipped BLAZEFACE, NSFW_MOBILENETV2,
-// SELFIE, NANODET, REALESRGAN_X4 and REALESRGAN_X4PLUS_ANIME servers (real
+// SELFIE, NANODET, CENTERNET, REALESRGAN_X4 and REALESRGAN_X4PLUS_ANIME servers (real
 // models from setup-models) and checks what a client sees:
 // a batch with a corrupt item answers 200 with that item alone failed, an
 // unknown param is 422 with its pointer.
@@ -67,6 +67,7 @@ func TestBinaryServesTheZoo(t *testing.T) {
 		{"nsfw_mobilenet_v2.toml", "/mortred_ai_server_v1/classification/nsfw_mobilenet_v2", `"category":"Neutral"`},
 		{"selfie.toml", "/mortred_ai_server_v1/segmentation/selfie", `"mask":"iVBORw0KGgo`},
 		{"nanodet.toml", "/mortred_ai_server_v1/detection/nanodet", `"category":"person"`},
+		{"centernet.toml", "/mortred_ai_server_v1/detection/centernet", `"category":"person"`},
 		{"realesrgan.toml", "/mortred_ai_server_v1/super_resolution/realesrgan_x4", `"width":256,"height":192,"scale":4`},
 		{"realesrgan_x4plus_anime.toml", "/mortred_ai_server_v1/super_resolution/realesrgan_x4plus_anime", `"width":256,"height":192,"scale":4`},
 	} {

@@ -355,7 +355,36 @@ def exported_like(rng):
     return model, g.shard(), ref, [1, 3, 8, 8]
 
 
-CASES = {"mobilenet_like": mobilenet_like, "conv_map": conv_map, "segmenter_like": segmenter_like, "exported_like": exported_like}
+def mobilenetv3_like(rng):
+    """CenterNet's MobileNetV3 squeeze-excite: a spatial Mean kept as
+    [N, 1, 1, C] gating the channels, then a Mean over height alone
+    (dropping it) as the output."""
+    g = Graph(rng)
+    x = g.placeholder("images", [-1, 6, 5, 3])
+    g.rand("c_w", [3, 3, 3, 4], "float16")
+    g.rand("c_b", [4])
+    g.op("c", "_FusedConv2D", [x, "c_w", "c_b"], **conv_attrs((1, 1), "SAME", ("BiasAdd", "Relu6")))
+    g.const("hw", np.array([1, 2]))
+    g.op("se_m", "Mean", ["c", "hw"], keep_dims={"b": True})
+    g.rand("se_w", [1, 1, 4, 4])
+    g.rand("se_b", [4])
+    g.op("se_c", "_FusedConv2D", ["se_m", "se_w", "se_b"], **conv_attrs((1, 1), "VALID", ("BiasAdd",)))
+    g.op("se_s", "Sigmoid", ["se_c"])
+    g.op("se", "Mul", ["c", "se_s"])
+    g.const("h", np.array([-3]))
+    g.op("rows", "Mean", ["se", "h"], keep_dims={"b": False})  # axis −3 is height: [N, 5, 4]
+    model = g.model(["rows"])
+
+    def ref(xin):
+        v = g.vals
+        c = relu6(ref_conv(xin, v["c_w"], v["c_b"], (1, 1), "SAME"))
+        gate = sigmoid(ref_conv(c.mean(axis=(1, 2), keepdims=True), v["se_w"], v["se_b"], (1, 1), "VALID"))
+        return (c * gate).mean(axis=1)
+    return model, g.shard(), ref, [2, 6, 5, 3]
+
+
+CASES = {"mobilenet_like": mobilenet_like, "conv_map": conv_map, "segmenter_like": segmenter_like, "exported_like": exported_like,
+         "mobilenetv3_like": mobilenetv3_like}
 
 
 def write(outdir):

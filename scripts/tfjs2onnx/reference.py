@@ -5,9 +5,10 @@ code with the converter's ONNX mapping. The tests compare a converted
 graph's ONNX Runtime output against it.
 
   reference.py MODEL_JSON IN.f32 D0 D1 D2 D3 OUT.f32 [--weights SHARD ...]
+               [--output NODE]
 
 IN.f32 holds the graph input in TF's own axis order (D0..D3); OUT.f32 gets
-the first output.
+the first output (of the signature's, or NODE).
 """
 import argparse
 import sys
@@ -28,7 +29,7 @@ def _act(node, x):
     return x
 
 
-def evaluate(model, weights, feed):
+def evaluate(model, weights, feed, outputs=None):
     topo = model.get("modelTopology", model)
     nodes = {n["name"]: n for n in topo["node"]}
     vals = {}
@@ -118,9 +119,11 @@ def evaluate(model, weights, feed):
             return np.squeeze(ins[0], axis=tuple(a(n, "squeeze_dims")))
         if op == "Softmax":
             return cases.softmax(ins[0])
+        if op == "Mean":
+            return ins[0].mean(axis=tuple(int(d) for d in np.ravel(ins[1])), keepdims=a(n, "keep_dims", False))
         raise tfjs2onnx.ConversionError("reference: op %s not implemented" % op)
 
-    outs = tfjs2onnx.Converter(model, weights).out_names
+    outs = outputs or tfjs2onnx.Converter(model, weights).out_names
     return [val(o) for o in outs]
 
 
@@ -131,12 +134,13 @@ def main():
     ap.add_argument("shape", nargs=4, type=int)
     ap.add_argument("out")
     ap.add_argument("--weights", nargs="+")
+    ap.add_argument("--output", help="the node to evaluate (default: the signature's first output)")
     a = ap.parse_args()
     model = tfjs2onnx.read_model_json(a.model)
     paths = a.weights or tfjs2onnx.shard_paths(a.model, model)
     weights = tfjs2onnx.decode_weights(model["weightsManifest"], [tfjs2onnx.read_shard(p) for p in paths])
     x = np.fromfile(a.input, "<f4").reshape(a.shape).astype(np.float64)
-    evaluate(model, weights, x)[0].astype("<f4").tofile(a.out)
+    evaluate(model, weights, x, [a.output] if a.output else None)[0].astype("<f4").tofile(a.out)
 
 
 if __name__ == "__main__":

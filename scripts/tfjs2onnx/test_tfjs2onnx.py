@@ -106,6 +106,14 @@ class Refusals(unittest.TestCase):
         with self.assertRaisesRegex(ConversionError, "padding EXPLICIT is not supported"):
             convert_dict(*tiny(explicit))
 
+    def test_mean_over_computed_axes(self):
+        model, shard, _, _ = cases.mobilenetv3_like(np.random.default_rng(3))
+        for n in model["modelTopology"]["node"]:
+            if n["name"] == "se_m":
+                n["input"] = ["c", "c"]  # axes from a value, not a constant
+        with self.assertRaisesRegex(ConversionError, "node se_m: want the mean of a value over constant axes"):
+            convert_dict(model, shard)
+
     def test_cli_exit_code_and_message(self):
         model, shard = tiny(lambda n: n.update(op="Conv3D"))
         with tempfile.TemporaryDirectory() as d:

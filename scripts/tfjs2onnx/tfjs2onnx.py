@@ -619,6 +619,21 @@ def _squeeze(c, node, ins):
     return _T(out, x.rank - len(dims))
 
 
+def _mean(c, node, ins):
+    x, axes = ins
+    if axes.const is None or x.const is not None:
+        raise ConversionError("node %s: want the mean of a value over constant axes" % node["name"])
+    dims = sorted({int(d) % x.rank for d in np.ravel(axes.const)})
+    keep = bool(_attr(node, "keep_dims", False))
+    if x.nchw and keep:
+        # Kept dimensions leave the layout as it is (squeeze-excite's
+        # spatial mean stays an NCHW [N, C, 1, 1]).
+        out = c.emit("ReduceMean", [x.name], "mean", axes=sorted(NHWC_TO_NCHW.index(d) for d in dims), keepdims=1)
+        return _T(out, 4, nchw=True)
+    out = c.emit("ReduceMean", [c.plain(x)], "mean", axes=dims, keepdims=int(keep))
+    return _T(out, x.rank if keep else x.rank - len(dims))
+
+
 def _softmax(c, node, ins):
     x = ins[0]
     return _T(c.emit("Softmax", [c.plain(x)], "softmax", axis=-1), x.rank)
@@ -732,6 +747,7 @@ OPS = {
     "SparseToDense": _fold_only,
     "Squeeze": _squeeze,
     "Softmax": _softmax,
+    "Mean": _mean,
 }
 
 

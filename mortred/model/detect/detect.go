@@ -1,14 +1,22 @@
-// Package detect serves "detection" models: NanoDet (80 COCO classes) on
-// ONNX Runtime, answering per image the objects found with class, score
-// and box in input-image pixels.
+// Package detect serves "detection" models: NanoDet and CenterNet (80 COCO
+// classes each) on ONNX Runtime, answering per image the objects found
+// with class, score and box in input-image pixels.
 //
-// NanoDet's GFL head gives, per feature level (strides 8, 16, 32 over the
-// square input), one sigmoid score per class and, per side of the box
-// (left, top, right, bottom), a distribution over reg_max+1 distance bins:
-// the distance is the distribution's mean (softmax over the bins) times the
-// stride, from the cell's centre. Candidates above the score threshold go
-// through class-aware NMS. The image is stretched to the input; the graph
-// runs one image at a time (its reshapes fix batch 1).
+// The model TOML's head key says how the graph's outputs are read:
+//
+//   - "gfl" (NanoDet): per feature level (strides 8, 16, 32 over the
+//     square input), one sigmoid score per class and, per side of the box
+//     (left, top, right, bottom), a distribution over reg_max+1 distance
+//     bins: the distance is the distribution's mean (softmax over the
+//     bins) times the stride, from the cell's centre (gfl.go).
+//   - "centernet": one class heatmap over a grid of stride-pixel cells and
+//     per cell the four distances to the box's sides; a cell is an object
+//     of a class where its score is the largest of its 3×3 neighbourhood
+//     (centernet.go).
+//
+// Either way candidates above the score threshold go through class-aware
+// NMS. The image is stretched to the input; the graphs run one image at a
+// time (their reshapes fix batch 1).
 package detect
 
 import (
@@ -33,9 +41,9 @@ var params = boxes.Params("minimum class score of a box", "overlap (IoU) above w
 
 func init() { model.Register(task, newModel) }
 
-// config is a "detection" model TOML (conf/models/nanodet.toml). The graph
-// takes [1, 3, size, size]: channels in channel_order, each (v − mean)/std
-// on 0..255 pixel values.
+// config is a "detection" model TOML (conf/models/nanodet.toml,
+// centernet.toml). The graph takes [1, 3, size, size]: channels in
+// channel_order, each (v − mean)/std on 0..255 pixel values.
 type config struct {
 	modelconf.Head
 	InputName    string    `toml:"input_name"`
@@ -43,10 +51,14 @@ type config struct {
 	ChannelOrder string    `toml:"channel_order"`
 	Mean         []float64 `toml:"mean"`
 	Std          []float64 `toml:"std"`
-	Levels       []level   `toml:"levels"`
-	// RegMax+1 is the number of distance bins per box side.
-	RegMax int      `toml:"reg_max"`
-	Labels []string `toml:"labels"`
+	Labels       []string  `toml:"labels"`
+	// Head is "gfl" (default) or "centernet".
+	DetHead string `toml:"head"`
+	// The gfl head: its levels, and RegMax+1 distance bins per box side.
+	Levels []level `toml:"levels"`
+	RegMax int     `toml:"reg_max"`
+	// The centernet head: the outputs' names and the grid's stride.
+	CenterNet centerNet `toml:"centernet"`
 	// Defaults of the request params.
 	ScoreThreshold float64 `toml:"score_threshold"`
 	NMSIoU         float64 `toml:"nms_iou"`
@@ -67,11 +79,22 @@ func loadConfig(path string) (*config, error) {
 		return nil, err
 	}
 	var errs []error
-	if c.ModelFile == "" || c.InputName == "" || c.InputSize <= 0 || c.RegMax <= 0 || len(c.Labels) == 0 {
-		errs = append(errs, errors.New("model_file, input_name, input_size, reg_max and labels are required"))
+	if c.ModelFile == "" || c.InputName == "" || c.InputSize <= 0 || len(c.Labels) == 0 {
+		errs = append(errs, errors.New("model_file, input_name, input_size and labels are required"))
 	}
-	if len(c.Levels) == 0 {
-		errs = append(errs, errors.New("levels: at least one"))
+	switch c.DetHead {
+	case "", "gfl":
+		c.DetHead = "gfl"
+		if c.RegMax <= 0 || len(c.Levels) == 0 || c.CenterNet != (centerNet{}) {
+			errs = append(errs, errors.New("the gfl head needs reg_max and at least one of levels, and no [centernet]"))
+		}
+	case "centernet":
+		cn := c.CenterNet
+		if cn.Stride <= 0 || c.InputSize%cn.Stride != 0 || cn.Heatmap == "" || cn.Sizes == "" || c.RegMax != 0 || len(c.Levels) != 0 {
+			errs = append(errs, fmt.Errorf("the centernet head needs [centernet] with a stride dividing input_size, heatmap and sizes, and no reg_max or levels (got %+v)", cn))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("head %q: want gfl or centernet", c.DetHead))
 	}
 	if c.ChannelOrder != "RGB" && c.ChannelOrder != "BGR" {
 		errs = append(errs, fmt.Errorf("channel_order %q: want RGB or BGR", c.ChannelOrder))
@@ -117,9 +140,12 @@ func newModel(path string, opts model.Options) (model.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	var outs []string
-	for _, l := range cfg.Levels {
-		outs = append(outs, l.Scores, l.Boxes)
+	outs := []string{cfg.CenterNet.Heatmap, cfg.CenterNet.Sizes}
+	if cfg.DetHead == "gfl" {
+		outs = outs[:0]
+		for _, l := range cfg.Levels {
+			outs = append(outs, l.Scores, l.Boxes)
+		}
 	}
 	sess, err := cfg.Session(opts, cfg.InputName, outs...)
 	if err != nil {
@@ -127,7 +153,7 @@ func newModel(path string, opts model.Options) (model.Model, error) {
 	}
 	m := &Model{Common: modelconf.NewCommon(task, params, &cfg.Head), cfg: cfg, sess: sess}
 	// The warm-up run loads the kernels and checks the outputs against the
-	// configured levels, labels and bins.
+	// configured head and labels.
 	_, err = m.detect(context.Background(), &input{img: imageio.NewRGB(cfg.InputSize, cfg.InputSize), w: 1, h: 1, score: 1})
 	if err := cfg.WarmUp(sess, err); err != nil {
 		return nil, err
@@ -178,16 +204,14 @@ func (m *Model) detect(ctx context.Context, in *input) ([]envelope.Detection, er
 	if err != nil {
 		return nil, err
 	}
-	nc, bins := len(m.cfg.Labels), m.cfg.RegMax+1
 	var cands []box
-	for li, l := range m.cfg.Levels {
-		grid := size / l.Stride
-		scores, dists := res[2*li].Data, res[2*li+1].Data
-		if len(scores) != grid*grid*nc || len(dists) != grid*grid*4*bins {
-			return nil, fmt.Errorf("level %d (stride %d): outputs have %d scores and %d box values, want %d and %d",
-				li, l.Stride, len(scores), len(dists), grid*grid*nc, grid*grid*4*bins)
-		}
-		cands = decodeLevel(cands, scores, dists, grid, l.Stride, nc, bins, in.score)
+	if m.cfg.DetHead == "centernet" {
+		cands, err = m.cfg.CenterNet.decode(res[0].Data, res[1].Data, size, len(m.cfg.Labels), in.score)
+	} else {
+		cands, err = m.decodeGFL(res, in.score)
+	}
+	if err != nil {
+		return nil, err
 	}
 	kept := nms(cands, in.iou)
 	sx, sy := float64(in.w)/float64(size), float64(in.h)/float64(size)
@@ -204,48 +228,6 @@ func (m *Model) detect(ctx context.Context, in *input) ([]envelope.Detection, er
 			BBox: [4]float64{math.Round(x1*10) / 10, math.Round(y1*10) / 10, math.Round(x2*10) / 10, math.Round(y2*10) / 10}})
 	}
 	return out, nil
-}
-
-// decodeLevel appends one level's candidates: every class of every cell
-// scoring at least threshold, with the cell's box.
-func decodeLevel(out []box, scores, dists []float32, grid, stride, nc, bins int, threshold float64) []box {
-	for cell := range grid * grid {
-		row := scores[cell*nc : (cell+1)*nc]
-		var b [4]float64
-		decoded := false
-		for k, s := range row {
-			if float64(s) < threshold {
-				continue
-			}
-			if !decoded {
-				cx := (float64(cell%grid) + 0.5) * float64(stride)
-				cy := (float64(cell/grid) + 0.5) * float64(stride)
-				var d [4]float64
-				for side := range 4 {
-					d[side] = expectation(dists[(cell*4+side)*bins:(cell*4+side+1)*bins]) * float64(stride)
-				}
-				b = [4]float64{cx - d[0], cy - d[1], cx + d[2], cy + d[3]}
-				decoded = true
-			}
-			out = append(out, box{class: k, score: float64(s), b: b})
-		}
-	}
-	return out
-}
-
-// expectation is the mean bin index under softmax(logits).
-func expectation(logits []float32) float64 {
-	m := math.Inf(-1)
-	for _, v := range logits {
-		m = math.Max(m, float64(v))
-	}
-	var sum, mean float64
-	for i, v := range logits {
-		e := math.Exp(float64(v) - m)
-		sum += e
-		mean += e * float64(i)
-	}
-	return mean / sum
 }
 
 // nms keeps, best first, each candidate that overlaps no kept box of its
