@@ -3,6 +3,7 @@
 package boxes
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/fe64bb06/frontdoor/mortred/model/modelconf"
@@ -30,4 +31,35 @@ func Params(score, overlap string) []modelconf.Param {
 		{Key: "nms_iou", Kind: modelconf.Prob, Doc: overlap + ", 0..1"},
 		{Key: "max_results", Kind: modelconf.Count, Min: 0, Max: MaxResults, Doc: "most results returned, 0 = all"},
 	}
+}
+
+// Defaults are a box model TOML's score_threshold, nms_iou and
+// max_results (embedded in its config): the values of the params a request
+// leaves out.
+type Defaults struct {
+	ScoreThreshold float64 `toml:"score_threshold"`
+	NMSIoU         float64 `toml:"nms_iou"`
+	MaxResults     int     `toml:"max_results"`
+}
+
+// Check is nil when the defaults are in the ranges Params accepts.
+func (d Defaults) Check() error {
+	if d.ScoreThreshold < 0 || d.ScoreThreshold > 1 || d.NMSIoU < 0 || d.NMSIoU > 1 || d.MaxResults < 0 || d.MaxResults > MaxResults {
+		return fmt.Errorf("score_threshold %v, nms_iou %v (0..1) or max_results %d (0..%d) out of range",
+			d.ScoreThreshold, d.NMSIoU, d.MaxResults, MaxResults)
+	}
+	return nil
+}
+
+// Request is what one item asked for: the parsed Params over the defaults.
+type Request struct {
+	Score, IoU float64
+	Limit      int // 0: all
+}
+
+// Request is the item's values of Params (parsed by modelconf), the
+// defaults where it set none.
+func (d Defaults) Request(v modelconf.Values) Request {
+	return Request{Score: v.Float("score_threshold", d.ScoreThreshold), IoU: v.Float("nms_iou", d.NMSIoU),
+		Limit: v.Int("max_results", d.MaxResults)}
 }

@@ -60,9 +60,9 @@ type config struct {
 	// The centernet head: the outputs' names and the grid's stride.
 	CenterNet centerNet `toml:"centernet"`
 	// Defaults of the request params.
-	ScoreThreshold float64 `toml:"score_threshold"`
-	NMSIoU         float64 `toml:"nms_iou"`
-	MaxResults     int     `toml:"max_results"`
+	boxes.Defaults
+
+	norm modelconf.Norm
 }
 
 // level is one feature level: its stride and the names of its score
@@ -96,21 +96,16 @@ func loadConfig(path string) (*config, error) {
 	default:
 		errs = append(errs, fmt.Errorf("head %q: want gfl or centernet", c.DetHead))
 	}
-	if c.ChannelOrder != "RGB" && c.ChannelOrder != "BGR" {
-		errs = append(errs, fmt.Errorf("channel_order %q: want RGB or BGR", c.ChannelOrder))
-	}
-	if len(c.Mean) != 3 || len(c.Std) != 3 || c.Std[0] <= 0 || c.Std[1] <= 0 || c.Std[2] <= 0 {
-		errs = append(errs, fmt.Errorf("mean %v and std %v: want 3 values each, std positive", c.Mean, c.Std))
-	}
+	// Mean and std are on 0..255.
+	norm, err := modelconf.ParseNorm(c.ChannelOrder, c.Mean, c.Std, 1)
+	errs = append(errs, err)
+	c.norm = norm
 	for i, l := range c.Levels {
 		if l.Stride <= 0 || c.InputSize%l.Stride != 0 || l.Scores == "" || l.Boxes == "" {
 			errs = append(errs, fmt.Errorf("levels[%d] %+v: want a stride dividing input_size and both output names", i, l))
 		}
 	}
-	if c.ScoreThreshold < 0 || c.ScoreThreshold > 1 || c.NMSIoU < 0 || c.NMSIoU > 1 || c.MaxResults < 0 || c.MaxResults > boxes.MaxResults {
-		errs = append(errs, fmt.Errorf("score_threshold %v, nms_iou %v (0..1) or max_results %d (0..%d) out of range",
-			c.ScoreThreshold, c.NMSIoU, c.MaxResults, boxes.MaxResults))
-	}
+	errs = append(errs, c.Defaults.Check())
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("model config %s: %w", path, err)
 	}
@@ -126,10 +121,9 @@ type Model struct {
 }
 
 type input struct {
-	img        *imageio.RGB
-	w, h       int
-	score, iou float64
-	limit      int
+	img  *imageio.RGB
+	w, h int
+	boxes.Request
 }
 
 func newModel(path string, opts model.Options) (model.Model, error) {
@@ -154,7 +148,7 @@ func newModel(path string, opts model.Options) (model.Model, error) {
 	m := &Model{Common: modelconf.NewCommon(task, params, &cfg.Head), cfg: cfg, sess: sess}
 	// The warm-up run loads the kernels and checks the outputs against the
 	// configured head and labels.
-	_, err = m.detect(context.Background(), &input{img: imageio.NewRGB(cfg.InputSize, cfg.InputSize), w: 1, h: 1, score: 1})
+	_, err = m.detect(context.Background(), &input{img: imageio.NewRGB(cfg.InputSize, cfg.InputSize), w: 1, h: 1, Request: boxes.Request{Score: 1}})
 	if err := cfg.WarmUp(sess, err); err != nil {
 		return nil, err
 	}
@@ -168,9 +162,7 @@ func (m *Model) Prepare(image []byte, p map[string]json.RawMessage) (model.Input
 		return nil, err
 	}
 	return &input{img: img.Resize(m.cfg.InputSize, m.cfg.InputSize), w: img.W, h: img.H,
-		score: vals.Float("score_threshold", m.cfg.ScoreThreshold),
-		iou:   vals.Float("nms_iou", m.cfg.NMSIoU),
-		limit: vals.Int("max_results", m.cfg.MaxResults)}, nil
+		Request: m.cfg.Request(vals)}, nil
 }
 
 // Run implements model.Model.
@@ -188,36 +180,25 @@ type box struct {
 func (m *Model) detect(ctx context.Context, in *input) ([]envelope.Detection, error) {
 	size := m.cfg.InputSize
 	t := m.batch.Reset(1, 3, size, size)
-	plane := size * size
-	for c := range 3 {
-		src := c
-		if m.cfg.ChannelOrder == "BGR" {
-			src = 2 - c
-		}
-		mean, inv := float32(m.cfg.Mean[c]), float32(1/m.cfg.Std[c])
-		dst := t.Data[c*plane : (c+1)*plane]
-		for p := range dst {
-			dst[p] = (float32(in.img.Pix[3*p+src]) - mean) * inv
-		}
-	}
+	m.cfg.norm.Planes(in.img, t.Data, size, size)
 	res, err := m.sess.Run(ctx, []ort.Tensor{t})
 	if err != nil {
 		return nil, err
 	}
 	var cands []box
 	if m.cfg.DetHead == "centernet" {
-		cands, err = m.cfg.CenterNet.decode(res[0].Data, res[1].Data, size, len(m.cfg.Labels), in.score)
+		cands, err = m.cfg.CenterNet.decode(res[0].Data, res[1].Data, size, len(m.cfg.Labels), in.Score)
 	} else {
-		cands, err = m.decodeGFL(res, in.score)
+		cands, err = m.decodeGFL(res, in.Score)
 	}
 	if err != nil {
 		return nil, err
 	}
-	kept := nms(cands, in.iou)
+	kept := nms(cands, in.IoU)
 	sx, sy := float64(in.w)/float64(size), float64(in.h)/float64(size)
 	out := make([]envelope.Detection, 0, len(kept))
 	for _, k := range kept {
-		if in.limit > 0 && len(out) == in.limit {
+		if in.Limit > 0 && len(out) == in.Limit {
 			break
 		}
 		x1 := math.Max(0, math.Min(float64(in.w), k.b[0]*sx))

@@ -66,21 +66,12 @@ func TestBatchEqualsSingleAndCorruptItemFailsAlone(t *testing.T) {
 	imgs := [][]byte{modeltest.Photo(t, "astronaut.png"), []byte("\xff\xd8\xff broken jpeg"), modeltest.Photo(t, "motorcycle_left.png"), modeltest.Photo(t, "coffee.png")}
 	for _, d := range detectors {
 		t.Run(d.name, func(t *testing.T) {
-			m := modeltest.Load(t, task, d.file)
-			batch := modeltest.Infer(t, m, nil, imgs...)
-			for i, img := range imgs {
-				single := modeltest.Infer(t, m, nil, img)[0]
-				if i == 1 {
-					var ie *model.ItemError
-					if !errors.As(batch[i].Err, &ie) || ie.Status != envelope.StatusEmptyImage {
-						t.Fatalf("corrupt item: %+v, want the empty-image status", batch[i])
+			modeltest.BatchAgainstSingles(t, modeltest.Load(t, task, d.file), nil, imgs, map[int]envelope.Status{1: envelope.StatusEmptyImage},
+				func(i int, batched, single model.Result) {
+					if !reflect.DeepEqual(dets(t, batched), dets(t, single)) {
+						t.Errorf("item %d: batch %+v, single %+v", i, batched.Data, single.Data)
 					}
-					continue
-				}
-				if !reflect.DeepEqual(dets(t, batch[i]), dets(t, single)) {
-					t.Errorf("item %d: batch %+v, single %+v", i, batch[i].Data, single.Data)
-				}
-			}
+				})
 		})
 	}
 }

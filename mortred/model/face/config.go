@@ -23,9 +23,7 @@ type config struct {
 	ScoreOutputs []string `toml:"score_outputs"`
 	BoxOutputs   []string `toml:"box_outputs"`
 	// Defaults of the request params.
-	ScoreThreshold float64 `toml:"score_threshold"`
-	NMSIoU         float64 `toml:"nms_iou"`
-	MaxResults     int     `toml:"max_results"`
+	boxes.Defaults
 }
 
 // grid is one anchor layer: Cells×Cells cells, Anchors per cell, all
@@ -64,11 +62,6 @@ func (c *config) validate() error {
 			errs = append(errs, fmt.Errorf("grids[%d] %+v: cells and anchors must be positive", i, g))
 		}
 	}
-	if c.ScoreThreshold < 0 || c.ScoreThreshold > 1 || c.NMSIoU < 0 || c.NMSIoU > 1 {
-		errs = append(errs, fmt.Errorf("score_threshold %v and nms_iou %v must be in 0..1", c.ScoreThreshold, c.NMSIoU))
-	}
-	if c.MaxResults < 0 || c.MaxResults > boxes.MaxResults {
-		errs = append(errs, fmt.Errorf("max_results %d: want 0..%d", c.MaxResults, boxes.MaxResults))
-	}
+	errs = append(errs, c.Defaults.Check())
 	return errors.Join(errs...)
 }

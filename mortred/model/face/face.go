@@ -39,10 +39,9 @@ type Model struct {
 
 // input is one prepared image: the letterboxed square and how it maps back.
 type input struct {
-	img        *imageio.RGB
-	lb         letterbox
-	score, iou float64
-	limit      int
+	img *imageio.RGB
+	lb  letterbox
+	boxes.Request
 }
 
 func newModel(path string, opts model.Options) (model.Model, error) {
@@ -64,7 +63,7 @@ func newModel(path string, opts model.Options) (model.Model, error) {
 	m := &Model{Common: modelconf.NewCommon(task, params, &cfg.Head), cfg: cfg, sess: sess}
 	// The warm-up run loads the kernels and checks the outputs against the
 	// configured grids, so a wrong TOML fails at startup, not per request.
-	_, err = m.detect(context.Background(), &input{img: imageio.NewRGB(cfg.InputSize, cfg.InputSize), lb: letterbox{s: 1, w: cfg.InputSize, h: cfg.InputSize}, score: 1})
+	_, err = m.detect(context.Background(), &input{img: imageio.NewRGB(cfg.InputSize, cfg.InputSize), lb: letterbox{s: 1, w: cfg.InputSize, h: cfg.InputSize}, Request: boxes.Request{Score: 1}})
 	if err := cfg.WarmUp(sess, err); err != nil {
 		return nil, err
 	}
@@ -90,9 +89,7 @@ func (m *Model) Prepare(image []byte, p map[string]json.RawMessage) (model.Input
 		copy(sq.Pix[3*((y+int(lb.oy))*size+int(lb.ox)):], small.Pix[3*y*w:3*(y+1)*w])
 	}
 	return &input{img: sq, lb: lb,
-		score: vals.Float("score_threshold", m.cfg.ScoreThreshold),
-		iou:   vals.Float("nms_iou", m.cfg.NMSIoU),
-		limit: vals.Int("max_results", m.cfg.MaxResults)}, nil
+		Request: m.cfg.Request(vals)}, nil
 }
 
 // Run implements model.Model.
@@ -118,12 +115,12 @@ func (m *Model) detect(ctx context.Context, in *input) ([]envelope.FaceDetection
 			return nil, fmt.Errorf("grid %d (%d×%d×%d anchors): outputs have %d scores and %d box values, want %d and %d",
 				gi, g.Cells, g.Cells, g.Anchors, len(scores), len(boxes), n, n*(4+2*keypoints))
 		}
-		cands = decodeGrid(cands, g, scores, boxes, size, in.score)
+		cands = decodeGrid(cands, g, scores, boxes, size, in.Score)
 	}
-	faces := weightedNMS(cands, in.iou)
+	faces := weightedNMS(cands, in.IoU)
 	out := make([]envelope.FaceDetection, 0, len(faces))
 	for _, f := range faces {
-		if in.limit > 0 && len(out) == in.limit {
+		if in.Limit > 0 && len(out) == in.Limit {
 			break
 		}
 		b := f.box()

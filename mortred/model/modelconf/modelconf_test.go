@@ -3,6 +3,7 @@ package modelconf
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,5 +160,42 @@ func TestCommon(t *testing.T) {
 	}
 	if _, _, err := c.Decode(nil, []byte("junk")); !errors.As(err, &ie) || ie.Status == 0 {
 		t.Errorf("bad image: %v", err)
+	}
+}
+
+func TestPlanes(t *testing.T) {
+	// A 2×1 image into a [3, 2, 3] slab: top-left, the rest left as it was.
+	img := imageio.NewRGB(2, 1)
+	copy(img.Pix, []uint8{10, 20, 30, 40, 50, 60})
+	slab := make([]float32, 3*2*3)
+	for i := range slab {
+		slab[i] = -7
+	}
+	MeanStd(true, []float64{1, 2, 3}, []float64{2, 4, 5}, 1).Planes(img, slab, 2, 3)
+	want := []float32{
+		(30 - 1) / 2.0, (60 - 1) / 2.0, -7, -7, -7, -7, // B first
+		(20 - 2) / 4.0, (50 - 2) / 4.0, -7, -7, -7, -7,
+		(10 - 3) / 5.0, (40 - 3) / 5.0, -7, -7, -7, -7,
+	}
+	for i := range want {
+		if math.Abs(float64(slab[i]-want[i])) > 1e-6 {
+			t.Fatalf("slab %v, want %v", slab, want)
+		}
+	}
+	// Larger than the slab: cut; Unit is v/255 in RGB order.
+	big := imageio.NewRGB(3, 2)
+	for i := range big.Pix {
+		big.Pix[i] = uint8(i * 10)
+	}
+	small := make([]float32, 3*1*2)
+	Unit.Planes(big, small, 1, 2)
+	for i, want := range []float32{0, 30, 10, 40, 20, 50} {
+		if math.Abs(float64(small[i]*255-want)) > 1e-4 {
+			t.Errorf("cut slab %v: [%d] is not %v/255", small, i, want)
+		}
+	}
+	// MeanStd on 0..1 units is the PP-OCR spelling: (v/255 − 0.5)/0.5.
+	if n := MeanStd(false, []float64{0.5, 0.5, 0.5}, []float64{0.5, 0.5, 0.5}, 255); math.Abs(float64((255-n.Sub[0])*n.Mul[0]-1)) > 1e-6 {
+		t.Errorf("norm %+v", n)
 	}
 }

@@ -7,8 +7,13 @@
 package modeltest
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"image"
+	"image/png"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,6 +21,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/fe64bb06/frontdoor/mortred/envelope"
 	"github.com/fe64bb06/frontdoor/mortred/model"
 	"github.com/fe64bb06/frontdoor/mortred/model/ort/orttest"
 )
@@ -138,4 +144,43 @@ func ParamsMatchSchema(t testing.TB, documented reflect.Type, ours []string) {
 	if !reflect.DeepEqual(doc, ours) {
 		t.Fatalf("the model takes params %v, %s documents %v", ours, documented.Name(), doc)
 	}
+}
+
+// BatchAgainstSingles runs images as one batch, as the server's batcher
+// does, and each image alone. An item listed in bad must fail with that
+// status, alone and in the batch alike; for every other item same checks
+// the batched result against the single one (and reports any difference
+// itself). It returns the batched results.
+func BatchAgainstSingles(t testing.TB, m model.Model, params map[string]json.RawMessage, images [][]byte,
+	bad map[int]envelope.Status, same func(i int, batched, single model.Result)) []model.Result {
+	t.Helper()
+	batch := Infer(t, m, params, images...)
+	for i, img := range images {
+		single := Infer(t, m, params, img)[0]
+		if want, isBad := bad[i]; isBad {
+			for _, r := range []model.Result{batch[i], single} {
+				var ie *model.ItemError
+				if !errors.As(r.Err, &ie) || ie.Status != want {
+					t.Fatalf("item %d: batched %+v, single %+v; want status %d alone", i, batch[i], single, want)
+				}
+			}
+			continue
+		}
+		same(i, batch[i], single)
+	}
+	return batch
+}
+
+// PNG decodes a payload's base64 PNG.
+func PNG(t testing.TB, b64 string) image.Image {
+	t.Helper()
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+	return img
 }

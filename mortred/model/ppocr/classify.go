@@ -162,7 +162,7 @@ func (c *classifier) run(ctx context.Context, imgs []*imageio.RGB) ([]Class, err
 		chunk := imgs[start:min(start+c.cfg.MaxBatch, len(imgs))]
 		in := c.batch.Reset(len(chunk), 3, c.h, c.w)
 		for i, img := range chunk {
-			c.cfg.normalise(img, in.Item(i), c.h, c.w)
+			c.cfg.norm.Planes(img, in.Item(i), c.h, c.w)
 		}
 		res, err := c.sess.Run(ctx, []ort.Tensor{in})
 		if err != nil {

@@ -32,9 +32,7 @@ type base struct {
 	// means 6, PaddleOCR's default.
 	MaxBatch int `toml:"max_batch"`
 
-	bgr   bool
-	mean  [3]float32
-	scale [3]float32 // 1/(255·std)
+	norm modelconf.Norm
 }
 
 func (b *base) defaults() {
@@ -63,24 +61,10 @@ func (b *base) validate() error {
 	if b.OutputName == "" {
 		errs = append(errs, errors.New("output_name is required (the graph's output tensor)"))
 	}
-	switch strings.ToUpper(b.ChannelOrder) {
-	case "RGB":
-	case "BGR":
-		b.bgr = true
-	default:
-		errs = append(errs, fmt.Errorf("channel_order %q: want RGB or BGR", b.ChannelOrder))
-	}
-	if len(b.Mean) != 3 || len(b.Std) != 3 {
-		errs = append(errs, fmt.Errorf("mean and std need 3 values each (got %d and %d)", len(b.Mean), len(b.Std)))
-	} else {
-		for i := range 3 {
-			if b.Std[i] <= 0 {
-				errs = append(errs, fmt.Errorf("std[%d] = %v: must be positive", i, b.Std[i]))
-			}
-			b.mean[i] = float32(b.Mean[i])
-			b.scale[i] = float32(1 / (255 * b.Std[i]))
-		}
-	}
+	// Mean and std are on 0..1.
+	norm, err := modelconf.ParseNorm(b.ChannelOrder, b.Mean, b.Std, 255)
+	errs = append(errs, err)
+	b.norm = norm
 	if b.MaxBatch < 0 {
 		errs = append(errs, fmt.Errorf("max_batch %d: must be ≥ 0", b.MaxBatch))
 	}

@@ -193,7 +193,7 @@ func (d *detector) run(ctx context.Context, pages []*page) ([][]textBox, error) 
 			chunk := idx[start:min(start+d.cfg.MaxBatch, len(idx))]
 			in := d.batch.Reset(len(chunk), 3, sh.h, sh.w)
 			for k, i := range chunk {
-				d.cfg.normalise(pages[i].resized, in.Item(k), sh.h, sh.w)
+				d.cfg.norm.Planes(pages[i].resized, in.Item(k), sh.h, sh.w)
 			}
 			res, err := d.sess.Run(ctx, []ort.Tensor{in})
 			if err != nil {

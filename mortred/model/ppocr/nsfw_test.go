@@ -42,26 +42,27 @@ func TestNSFWCallsEverydayPhotosNeutral(t *testing.T) {
 func TestNSFWBatchEqualsSingleAndCorruptItemFailsAlone(t *testing.T) {
 	m := loaded(t, "nsfw_mobilenet_v2.toml")
 	imgs := [][]byte{modeltest.Photo(t, "astronaut.png"), []byte("GIF89a broken"), modeltest.Photo(t, "coffee.png"),
-		modeltest.Photo(t, "chelsea.png"), modeltest.Photo(t, "astronaut.png")}
-	batch := infer(t, m, nil, imgs...)
-	for i, img := range imgs {
-		single := infer(t, m, nil, img)[0]
-		if i == 1 {
-			var ie *model.ItemError
-			if !errors.As(batch[i].Err, &ie) || ie.Status != envelope.StatusEmptyImage {
-				t.Fatalf("corrupt item: %+v, want the empty-image status", batch[i])
+		modeltest.Photo(t, "chelsea.png"), modeltest.Photo(t, "motorcycle_left.png"), modeltest.Photo(t, "astronaut.png")}
+	// With and without the top list's params (per request, the same for
+	// every item).
+	for _, p := range []map[string]json.RawMessage{nil, modeltest.Params("top_k", "2", "score_threshold", "0.001")} {
+		modeltest.BatchAgainstSingles(t, m, p, imgs, map[int]envelope.Status{1: envelope.StatusEmptyImage}, func(i int, batched, single model.Result) {
+			got, want := data[Class](t, batched), data[Class](t, single)
+			if got.ClassID != want.ClassID || got.Category != nsfwLabels[got.ClassID] || len(got.Top) != len(want.Top) || len(got.Top) == 0 {
+				t.Errorf("params %s item %d: batch %+v, single %+v", p, i, got, want)
+				return
 			}
-			continue
-		}
-		got, want := data[Class](t, batch[i]), data[Class](t, single)
-		if got.ClassID != want.ClassID || !reflect.DeepEqual(got.Category, nsfwLabels[got.ClassID]) {
-			t.Errorf("item %d: batch %+v, single %+v", i, got, want)
-		}
-		for k := range got.Scores {
-			if math.Abs(float64(got.Scores[k]-want.Scores[k])) > 1e-5 {
-				t.Errorf("item %d class %d: batch %v, single %v", i, k, got.Scores[k], want.Scores[k])
+			for k := range got.Scores {
+				if math.Abs(float64(got.Scores[k]-want.Scores[k])) > 1e-5 {
+					t.Errorf("item %d class %d: batch %v, single %v", i, k, got.Scores[k], want.Scores[k])
+				}
 			}
-		}
+			for k := range got.Top {
+				if got.Top[k].ClassID != want.Top[k].ClassID {
+					t.Errorf("params %s item %d: batch top %+v, single %+v", p, i, got.Top, want.Top)
+				}
+			}
+		})
 	}
 }
 
@@ -100,24 +101,6 @@ func TestNSFWTopListFollowsTheParams(t *testing.T) {
 	none := data[Class](t, infer(t, m, modeltest.Params("score_threshold", above), photo)[0])
 	if b, _ := json.Marshal(none); none.Top == nil || len(none.Top) != 0 || none.ClassID != def.ClassID || !strings.Contains(string(b), `"top":[]`) {
 		t.Errorf("threshold %s: %s", above, b)
-	}
-}
-
-func TestNSFWTopParamsBatchEqualsSingle(t *testing.T) {
-	m := loaded(t, "nsfw_mobilenet_v2.toml")
-	p := modeltest.Params("top_k", "2", "score_threshold", "0.001")
-	imgs := [][]byte{modeltest.Photo(t, "astronaut.png"), modeltest.Photo(t, "chelsea.png"), modeltest.Photo(t, "motorcycle_left.png")}
-	batch := infer(t, m, p, imgs...)
-	for i, img := range imgs {
-		got, want := data[Class](t, batch[i]), data[Class](t, infer(t, m, p, img)[0])
-		if len(got.Top) != len(want.Top) || len(got.Top) == 0 {
-			t.Fatalf("item %d: batch top %+v, single %+v", i, got.Top, want.Top)
-		}
-		for k := range got.Top {
-			if got.Top[k].ClassID != want.Top[k].ClassID || math.Abs(float64(got.Top[k].Score-want.Top[k].Score)) > 1e-5 {
-				t.Errorf("item %d: batch top %+v, single %+v", i, got.Top, want.Top)
-			}
-		}
 	}
 }
 

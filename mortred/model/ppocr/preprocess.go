@@ -6,27 +6,9 @@ import (
 	"github.com/fe64bb06/frontdoor/mortred/model/imageio"
 )
 
-// normalise writes img, top-left aligned, into one [3,H,W] slab of a batch
-// tensor as (v/255 - mean)/std in the configured channel order. The slab is
-// already zero; what img does not cover stays zero (the padding).
-func (b *base) normalise(img *imageio.RGB, slab []float32, H, W int) {
-	plane := H * W
-	for c := range 3 {
-		src := c
-		if b.bgr {
-			src = 2 - c
-		}
-		m, s := b.mean[c]*255, b.scale[c]
-		dst := slab[c*plane:]
-		for y := 0; y < img.H && y < H; y++ {
-			row := img.Pix[3*y*img.W:]
-			out := dst[y*W:]
-			for x := 0; x < img.W && x < W; x++ {
-				out[x] = (float32(row[3*x+src]) - m) * s
-			}
-		}
-	}
-}
+// Images go into a batch by modelconf.Norm.Planes: top-left aligned, in
+// the configured channel order as (v/255 − mean)/std, the rest of the slab
+// left zero (the padding the PP-OCR models were trained with).
 
 // lineWidth is the width of img resized to height h keeping its aspect
 // ratio, at least 1 and at most maxW.

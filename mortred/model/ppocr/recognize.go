@@ -143,7 +143,7 @@ func (r *recognizer) run(ctx context.Context, lines []line) ([]Text, error) {
 			chunk := idx[start:min(start+r.cfg.MaxBatch, len(idx))]
 			in := r.batch.Reset(len(chunk), 3, r.cfg.Height, w)
 			for k, i := range chunk {
-				r.cfg.normalise(lines[i].img, in.Item(k), r.cfg.Height, w)
+				r.cfg.norm.Planes(lines[i].img, in.Item(k), r.cfg.Height, w)
 			}
 			res, err := r.sess.Run(ctx, []ort.Tensor{in})
 			if err != nil {

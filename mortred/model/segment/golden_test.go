@@ -1,12 +1,9 @@
 package segment
 
 import (
-	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"image"
-	"image/png"
 	"math"
 	"reflect"
 	"strings"
@@ -27,14 +24,7 @@ func selfie(t *testing.T) model.Model { return modeltest.Load(t, task, "selfie.t
 func seg(t *testing.T, r model.Result) (envelope.Segmentation, *image.Gray) {
 	t.Helper()
 	s := modeltest.Data[envelope.Segmentation](t, r)
-	b, err := base64.StdEncoding.DecodeString(s.Mask)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := png.Decode(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("mask is not a PNG: %v", err)
-	}
+	img := modeltest.PNG(t, s.Mask)
 	g, ok := img.(*image.Gray)
 	if !ok || g.Bounds().Dx() != s.Width || g.Bounds().Dy() != s.Height {
 		t.Fatalf("mask %T %v, payload says %d×%d", img, img.Bounds(), s.Width, s.Height)
@@ -97,17 +87,8 @@ func TestBatchEqualsSingleAndCorruptItemFailsAlone(t *testing.T) {
 	// Six images: more than max_batch (4), so the batch is split.
 	imgs := [][]byte{modeltest.Photo(t, "astronaut.png"), modeltest.Photo(t, "camera.png"), []byte("\x89PNG\r\n\x1a\n broken"),
 		modeltest.Photo(t, "coffee.png"), modeltest.Photo(t, "motorcycle_left.png"), modeltest.Photo(t, "astronaut.png")}
-	batch := modeltest.Infer(t, m, nil, imgs...)
-	for i, img := range imgs {
-		single := modeltest.Infer(t, m, nil, img)[0]
-		if i == 2 {
-			var ie *model.ItemError
-			if !errors.As(batch[i].Err, &ie) || ie.Status != envelope.StatusEmptyImage {
-				t.Fatalf("corrupt item: %+v, want the empty-image status", batch[i])
-			}
-			continue
-		}
-		bs, _ := seg(t, batch[i])
+	modeltest.BatchAgainstSingles(t, m, nil, imgs, map[int]envelope.Status{2: envelope.StatusEmptyImage}, func(i int, batched, single model.Result) {
+		bs, _ := seg(t, batched)
 		ss, _ := seg(t, single)
 		// Batched runs may differ from single ones in the last float bits;
 		// a pixel right at the threshold could flip, so compare the masks
@@ -115,7 +96,7 @@ func TestBatchEqualsSingleAndCorruptItemFailsAlone(t *testing.T) {
 		if bs.Width != ss.Width || bs.Height != ss.Height || bs.BBox != ss.BBox || math.Abs(bs.Coverage-ss.Coverage) > 1e-3 {
 			t.Errorf("item %d: batch %v %v, single %v %v", i, bs.BBox, bs.Coverage, ss.BBox, ss.Coverage)
 		}
-	}
+	})
 }
 
 func TestParams(t *testing.T) {

@@ -149,12 +149,7 @@ func (m *Model) run(ctx context.Context, items []*input) ([]envelope.Segmentatio
 		chunk := items[start:min(start+m.cfg.MaxBatch, len(items))]
 		t := m.batch.Reset(len(chunk), 3, m.h, m.w)
 		for i, it := range chunk {
-			slab := t.Item(i)
-			for p := range plane {
-				for c := range 3 {
-					slab[c*plane+p] = float32(it.img.Pix[3*p+c]) / 255
-				}
-			}
+			modelconf.Unit.Planes(it.img, t.Item(i), m.h, m.w)
 		}
 		res, err := m.sess.Run(ctx, []ort.Tensor{t})
 		if err != nil {

@@ -2,7 +2,6 @@ package superres
 
 import (
 	"bytes"
-	"encoding/base64"
 	"errors"
 	"image"
 	"image/draw"
@@ -66,14 +65,7 @@ func crop(t *testing.T, photo string, x, y, w, h int) ([]byte, *imageio.RGB) {
 func upscaled(t *testing.T, r model.Result) (envelope.SuperResolution, *imageio.RGB) {
 	t.Helper()
 	s := modeltest.Data[envelope.SuperResolution](t, r)
-	raw, err := base64.StdEncoding.DecodeString(s.Image)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := png.Decode(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatalf("not a PNG: %v", err)
-	}
+	img := modeltest.PNG(t, s.Image)
 	if img.Bounds().Dx() != s.Width || img.Bounds().Dy() != s.Height {
 		t.Fatalf("PNG %v, payload says %d×%d", img.Bounds(), s.Width, s.Height)
 	}

@@ -104,12 +104,7 @@ func (m *Model) Run(ctx context.Context, batch []model.Input) ([]model.Result, e
 
 func (m *Model) upscale(ctx context.Context, img *imageio.RGB) (envelope.SuperResolution, error) {
 	t := m.batch.Reset(1, 3, img.H, img.W)
-	plane := img.W * img.H
-	for p := range plane {
-		for c := range 3 {
-			t.Data[c*plane+p] = float32(img.Pix[3*p+c]) / 255
-		}
-	}
+	modelconf.Unit.Planes(img, t.Data, img.H, img.W)
 	res, err := m.sess.Run(ctx, []ort.Tensor{t})
 	if err != nil {
 		return envelope.SuperResolution{}, err
