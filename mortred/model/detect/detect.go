@@ -127,21 +127,16 @@ type input struct {
 }
 
 func newModel(path string, opts model.Options) (model.Model, error) {
-	if err := ort.Init(opts.ORTLib); err != nil {
-		return nil, err
-	}
-	cfg, err := loadConfig(path)
-	if err != nil {
-		return nil, err
-	}
-	outs := []string{cfg.CenterNet.Heatmap, cfg.CenterNet.Sizes}
-	if cfg.DetHead == "gfl" {
-		outs = outs[:0]
-		for _, l := range cfg.Levels {
-			outs = append(outs, l.Scores, l.Boxes)
+	cfg, sess, err := modelconf.Open(path, opts, loadConfig, func(cfg *config) []string {
+		if cfg.DetHead == "centernet" {
+			return []string{cfg.InputName, cfg.CenterNet.Heatmap, cfg.CenterNet.Sizes}
 		}
-	}
-	sess, err := cfg.Session(opts, cfg.InputName, outs...)
+		names := []string{cfg.InputName}
+		for _, l := range cfg.Levels {
+			names = append(names, l.Scores, l.Boxes)
+		}
+		return names
+	})
 	if err != nil {
 		return nil, err
 	}

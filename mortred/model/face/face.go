@@ -45,18 +45,13 @@ type input struct {
 }
 
 func newModel(path string, opts model.Options) (model.Model, error) {
-	if err := ort.Init(opts.ORTLib); err != nil {
-		return nil, err
-	}
-	cfg, err := loadConfig(path)
-	if err != nil {
-		return nil, err
-	}
-	outs := make([]string, 0, 2*len(cfg.Grids))
-	for i := range cfg.Grids {
-		outs = append(outs, cfg.ScoreOutputs[i], cfg.BoxOutputs[i])
-	}
-	sess, err := cfg.Session(opts, cfg.InputName, outs...)
+	cfg, sess, err := modelconf.Open(path, opts, loadConfig, func(cfg *config) []string {
+		names := []string{cfg.InputName}
+		for i := range cfg.Grids {
+			names = append(names, cfg.ScoreOutputs[i], cfg.BoxOutputs[i])
+		}
+		return names
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -144,6 +144,26 @@ func (h *Head) Session(opts model.Options, input string, outputs ...string) (*or
 		Outputs: outputs, IntraOpThreads: opts.IntraOpThreads})
 }
 
+// Open is how a model type of this kind starts: ONNX Runtime loaded, the
+// TOML at path read and checked by load, and the session of its model
+// file on the tensors tensors(cfg) names (the input, then the outputs).
+func Open[C Headed](path string, opts model.Options, load func(string) (C, error), tensors func(C) []string) (C, *ort.Session, error) {
+	var none C
+	if err := ort.Init(opts.ORTLib); err != nil {
+		return none, nil, err
+	}
+	cfg, err := load(path)
+	if err != nil {
+		return none, nil, err
+	}
+	names := tensors(cfg)
+	sess, err := cfg.head().Session(opts, names[0], names[1:]...)
+	if err != nil {
+		return none, nil, err
+	}
+	return cfg, sess, nil
+}
+
 // WarmUp ends a model's start: a failed warm-up run (err, the run's
 // error) closes sess and says which model file failed, so a wrong TOML
 // stops the server at start instead of failing every request.

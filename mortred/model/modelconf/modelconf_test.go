@@ -13,6 +13,7 @@ import (
 	"github.com/fe64bb06/frontdoor/mortred/model"
 	"github.com/fe64bb06/frontdoor/mortred/model/imageio"
 	"github.com/fe64bb06/frontdoor/mortred/model/ort"
+	"github.com/fe64bb06/frontdoor/mortred/model/ort/orttest"
 )
 
 type conf struct{ Head }
@@ -197,5 +198,26 @@ func TestPlanes(t *testing.T) {
 	// MeanStd on 0..1 units is the PP-OCR spelling: (v/255 − 0.5)/0.5.
 	if n := MeanStd(false, []float64{0.5, 0.5, 0.5}, []float64{0.5, 0.5, 0.5}, 255); math.Abs(float64((255-n.Sub[0])*n.Mul[0]-1)) > 1e-6 {
 		t.Errorf("norm %+v", n)
+	}
+}
+
+func TestOpen(t *testing.T) {
+	opts := model.Options{ORTLib: orttest.Lib(t)}
+	load := func(p string) (*conf, error) {
+		c := &conf{}
+		return c, Load(p, c)
+	}
+	names := func(*conf) []string { return []string{"x", "y"} }
+	// The loader's error comes back as it is.
+	if _, _, err := Open(write(t, "typo = 1\n"), opts, load, names); err == nil || !strings.Contains(err.Error(), "unknown keys typo") {
+		t.Errorf("bad TOML: %v", err)
+	}
+	// A model file that is not there says which and how to get it.
+	if _, _, err := Open(write(t, "model_file = \"/nonexistent/m.onnx\"\n"), opts, load, names); !errors.Is(err, ort.ErrMissing) || !strings.Contains(err.Error(), "/nonexistent/m.onnx") {
+		t.Errorf("missing model: %v", err)
+	}
+	// The library is checked before the TOML is read.
+	if _, _, err := Open(write(t, "typo = 1\n"), model.Options{ORTLib: "/nonexistent/libonnxruntime.so.1"}, load, names); err == nil || strings.Contains(err.Error(), "typo") {
+		t.Errorf("a missing ONNX Runtime library: %v", err)
 	}
 }

@@ -64,14 +64,7 @@ type Model struct {
 }
 
 func newModel(path string, opts model.Options) (model.Model, error) {
-	if err := ort.Init(opts.ORTLib); err != nil {
-		return nil, err
-	}
-	cfg, err := loadConfig(path)
-	if err != nil {
-		return nil, err
-	}
-	sess, err := cfg.Session(opts, cfg.InputName, cfg.OutputName)
+	cfg, sess, err := modelconf.Open(path, opts, loadConfig, func(cfg *config) []string { return []string{cfg.InputName, cfg.OutputName} })
 	if err != nil {
 		return nil, err
 	}
