@@ -199,6 +199,15 @@ func TestWebUI(t *testing.T) {
 		until(t, b, "the image drawn", `document.getElementById("canvas").width === 96 && document.getElementById("canvas").height === 64`)
 		// The classification as bars: one row per class, the best in bold.
 		until(t, b, "the class bars", `document.querySelectorAll("#classes .cls").length === 2 && document.querySelector("#classes .cls.best").textContent.startsWith("light")`)
+		// A classification model's answer also lists its top classes: the
+		// bars name those, the others go by index.
+		if got := text(t, ctx, `(() => {
+			showClasses({class_id: 2, category: "Neutral", scores: [0.1, 0, 0.9],
+				top: [{class_id: 2, category: "Neutral", score: 0.9}, {class_id: 0, category: "Drawing", score: 0.1}]});
+			return [...document.querySelectorAll("#classes .cls")].map((r) => r.firstChild.textContent).join(",");
+		})()`); got != "Drawing,class 1,Neutral" {
+			t.Fatalf("class bars named %q, want the top list's names", got)
+		}
 	})
 
 	t.Run("screenshot", func(t *testing.T) {
