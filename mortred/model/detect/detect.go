@@ -206,10 +206,16 @@ func (m *Model) detect(ctx context.Context, in *input) ([]envelope.Detection, er
 	return out, nil
 }
 
-// nms keeps, best first, each candidate that overlaps no kept box of its
-// own class by more than iouThresh.
+// maxCandidates bounds the candidates that enter NMS, best first (as
+// NanoDet's nms_pre and CenterNet's own top-100 do): at a score threshold
+// of 0 every cell of every class is one, and NMS is quadratic.
+const maxCandidates = boxes.MaxResults
+
+// nms keeps, best first, each of the best maxCandidates candidates that
+// overlaps no kept box of its own class by more than iouThresh.
 func nms(cands []box, iouThresh float64) []box {
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].score > cands[j].score })
+	cands = cands[:min(len(cands), maxCandidates)]
 	var kept []box
 	for _, c := range cands {
 		ok := true

@@ -96,6 +96,11 @@ func TestParams(t *testing.T) {
 			if all := dets(t, modeltest.Infer(t, m, modeltest.Params("score_threshold", "0.05", "nms_iou", "1", "max_results", "0"), moto)[0]); len(all) <= len(supp) {
 				t.Errorf("nms_iou 1: %d boxes, nms_iou 0.3: %d", len(all), len(supp))
 			}
+			// At threshold 0 every cell of every class is a candidate; the
+			// best maxCandidates of them go through NMS.
+			if got := dets(t, modeltest.Infer(t, m, modeltest.Params("score_threshold", "0", "nms_iou", "1", "max_results", "0"), moto)[0]); len(got) != maxCandidates {
+				t.Errorf("score_threshold 0 without NMS: %d boxes, want the %d best candidates", len(got), maxCandidates)
+			}
 			errs := m.ValidateParams(modeltest.Params("top_k", "5", "max_results", "-1", "nms_iou", "null"))
 			var ptrs []string
 			for _, e := range errs {
