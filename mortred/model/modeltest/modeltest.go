@@ -1,7 +1,8 @@
 // Package modeltest is what the model packages' tests share: loading a
 // model from its shipped conf/models file, running images through
-// Prepare + Run as the server does, and the real photographs the golden
-// tests use (Debian's python3-skimage data images, installed by
+// Prepare + Run as the server does (and a batch against each image alone),
+// params objects and their documented schema, payload PNGs, and the real
+// photographs the golden tests use (Debian's python3-skimage data images, installed by
 // `make setup-deb`). A missing file fails the test with how to get it; it
 // never skips.
 package modeltest
