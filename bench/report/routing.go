@@ -14,7 +14,7 @@ func runRouting(ctx context.Context, cfg config) (string, []target, error) {
 		return "", nil, err
 	}
 	r, err := routing.Run(ctx, routing.Config{BinDir: cfg.binDir, WorkDir: dir, ServerCPUs: cfg.serverCPUs,
-		Duration: cfg.d, Replicas: cfg.routingReplicas})
+		Duration: cfg.d, Replicas: cfg.routingReplicas, Workloads: cfg.routingWorkloads, Policies: cfg.routingPolicies})
 	var ts []target
 	for _, n := range orDefault(cfg.routingReplicas) {
 		c := r.SharedTTFT(n)
