@@ -253,19 +253,24 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 // up to Threshold more load. A shorter lead (a chat template or a short
 // system prompt that every request starts with, ahead of text of its own)
 // saves too little prefill to be worth a queue: it only breaks a tie in
-// load, so such prompts spread exactly as under least-loaded.
+// load, so such prompts spread as under least-loaded.
+//
+// The reason is Affinity only when the match decided, or would have
+// decided, the choice: the least-loaded replica holding a short lead is
+// chosen for its load.
 func (b *Balancer) affinity(cs []cand, best, n int) (int, Reason) {
 	least := &cs[0]
-	if best == 0 {
-		return 0, Affinity
-	}
-	share := float64(cs[best].depth-least.depth) / float64(n)
+	long := func(blocks int) bool { return float64(blocks) >= MinAffinityShare*float64(n) }
 	switch {
-	case share >= MinAffinityShare && b.within(&cs[best], least, b.cfg.Threshold):
+	case best == 0 && long(least.depth):
+		return 0, Affinity
+	case best == 0:
+		return 0, Load
+	case long(cs[best].depth-least.depth) && b.within(&cs[best], least, b.cfg.Threshold):
 		return best, Affinity
 	case b.within(&cs[best], least, 0):
-		return best, Affinity
-	case share >= MinAffinityShare:
+		return best, Affinity // a tie in load, won by the warm replica
+	case long(cs[best].depth - least.depth):
 		return 0, Fallback
 	}
 	return 0, Load

@@ -543,6 +543,9 @@ func TestCommonHeaderSpreads(t *testing.T) {
 	for i := range 12 {
 		d, _ := f.send(Request{Keys: keys(header + fmt.Sprintf("user %d: ", i) + strings.Repeat("a question of its own. ", 60))}) // never ended
 		count[d.Order[0].Group]++
+		if d.Reason != Load {
+			t.Errorf("request %d: reason %s, want load (a shared header is no affinity)", i, d.Reason)
+		}
 	}
 	for _, rt := range f.reps {
 		if count[rt.Group] != 3 {
