@@ -10,6 +10,12 @@
 #                       router,streams,scale,enginesim,routing,ppocr,gateway,mortredserver
 #   BENCH_IDLE_STREAMS  idle SSE streams held through the router (default 10000)
 #   BENCH_ROUTING_REPLICAS  cluster sizes of the routing section (default 2,4)
+#   BENCH_ROUTING_WORKLOADS workloads of the routing section (default: all):
+#                       shared,distinct,preloaded
+#   BENCH_ROUTING_POLICIES  policies of the routing section (default: all):
+#                       prefix,least-loaded,round-robin,session,first
+#                       (a target whose workload or policies were left out
+#                       reads "not measured")
 #   BENCH_OUT           report file (default docs/benchmarks.md)
 #   BENCH_BIN           directory of the built binaries (default bin/)
 set -euo pipefail
@@ -27,6 +33,12 @@ args=(-bin "${BENCH_BIN:-$PWD/bin}" -d "${BENCH_DURATION:-5s}" -rounds "${BENCH_
       -out "${BENCH_OUT:-docs/benchmarks.md}")
 if [ -n "${BENCH_ROUTING_REPLICAS:-}" ]; then
 	args+=(-routing-replicas "$BENCH_ROUTING_REPLICAS")
+fi
+if [ -n "${BENCH_ROUTING_WORKLOADS:-}" ]; then
+	args+=(-routing-workloads "$BENCH_ROUTING_WORKLOADS")
+fi
+if [ -n "${BENCH_ROUTING_POLICIES:-}" ]; then
+	args+=(-routing-policies "$BENCH_ROUTING_POLICIES")
 fi
 if [ -n "${BENCH_ONLY:-}" ]; then
 	args+=(-only "$BENCH_ONLY")

@@ -58,6 +58,14 @@ func run() error {
 		}
 		return nil
 	})
+	flag.Func("routing-workloads", "comma-separated workloads of the routing section (default: all; shared,distinct,preloaded)", func(v string) error {
+		cfg.routingWorkloads = splitList(v)
+		return nil
+	})
+	flag.Func("routing-policies", "comma-separated policies of the routing section (default: all; prefix,least-loaded,round-robin,session,first)", func(v string) error {
+		cfg.routingPolicies = splitList(v)
+		return nil
+	})
 	flag.StringVar(&cfg.ppocrBin, "ppocr", "", "a built bench/ppocr binary (default: go run ./bench/ppocr)")
 	flag.Parse()
 	cfg.root = root
@@ -95,9 +103,21 @@ type config struct {
 	d                                             time.Duration
 	rounds, idle                                  int
 	routingReplicas                               []int
+	routingWorkloads, routingPolicies             []string
 	nofile                                        uint64
 	pin                                           bool
 	args                                          []string
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func repoRoot() (string, error) {

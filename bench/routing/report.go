@@ -30,20 +30,22 @@ func markdown(cfg Config, r Result) string {
 		"replica 0's 16 slots are held by %d-token generations sent to its engine directly (not through the router). "+
 		"Every request carries `X-Session-ID` (the tenant in the shared workload, unique otherwise) for the session policy. "+
 		"Hit rate is the engines' own prefix-cache hits over queries (tokens) during the step; every policy's prompts carry "+
-		"their own salt, so no policy finds a cache another warmed.\n\n",
+		"their own salt, so no policy finds a cache another warmed; the arrival times (and the shared workload's tenant picks) "+
+		"are the same for every policy at a given rate. Requests per replica are the router's routing decisions "+
+		"(`mentat_serve_routing_decisions_total`) over the policy's whole ladder, replica 0 first.\n\n",
 		tenantsPerRep, systemWords, distinctWords, preloadWords, preloadTokens)
 	for _, n := range cfg.Replicas {
-		for _, w := range []string{Shared, Distinct, Preloaded} {
+		for _, w := range cfg.Workloads {
 			var knees, steps [][]string
-			for _, p := range Policies {
+			for _, p := range cfg.Policies {
 				c, ok := r.Curve(n, w, p)
 				if !ok {
 					continue
 				}
 				if k, ok := c.Knee(); ok {
-					knees = append(knees, []string{p, fmt.Sprintf("%.1f", k.Rate), fmt.Sprintf("%.1f", k.Throughput), secs(k.P90), fmt.Sprintf("%.0f%%", 100*k.HitRate)})
+					knees = append(knees, []string{p, fmt.Sprintf("%.1f", k.Rate), fmt.Sprintf("%.1f", k.Throughput), secs(k.P90), fmt.Sprintf("%.0f%%", 100*k.HitRate), spread(n, c.Decisions)})
 				} else {
-					knees = append(knees, []string{p, "none", "–", "–", "–"})
+					knees = append(knees, []string{p, "none", "–", "–", "–", spread(n, c.Decisions)})
 				}
 				for _, s := range c.Steps {
 					steps = append(steps, []string{p, fmt.Sprintf("%.1f", s.Rate), fmt.Sprintf("%.1f", s.Throughput),
@@ -55,7 +57,7 @@ func markdown(cfg Config, r Result) string {
 				continue
 			}
 			fmt.Fprintf(&b, "### %d replicas, %s\n\n", n, w)
-			b.WriteString(harness.Table([]string{"policy", "knee (req/s offered)", "throughput at the knee (req/s)", "p90 TTFT there (s)", "hit rate there"}, knees, true) + "\n")
+			b.WriteString(harness.Table([]string{"policy", "knee (req/s offered)", "throughput at the knee (req/s)", "p90 TTFT there (s)", "hit rate there", "requests per replica (whole ladder)"}, knees, true) + "\n")
 			b.WriteString(harness.Table([]string{"policy", "offered req/s", "goodput req/s", "p50 TTFT (s)", "p90 (s)", "p99 (s)", "prefix hit rate", "success"}, steps, true) + "\n")
 		}
 	}

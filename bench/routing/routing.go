@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -48,6 +49,33 @@ type Config struct {
 	Duration time.Duration
 	// Replicas are the cluster sizes (default 2 and 4).
 	Replicas []int
+	// Workloads and Policies select what runs (default: all, in the
+	// order of Workloads and Policies below whatever order they are
+	// given in). Only the selected policies' routers are started.
+	Workloads, Policies []string
+}
+
+// Workloads lists every workload, in the order they run.
+var Workloads = []string{Shared, Distinct, Preloaded}
+
+// selected returns the names of all that sel lists, in all's order (all
+// of them when sel is empty), or an error naming an unknown one.
+func selected(what string, all, sel []string) ([]string, error) {
+	if len(sel) == 0 {
+		return all, nil
+	}
+	for _, s := range sel {
+		if !slices.Contains(all, s) {
+			return nil, fmt.Errorf("unknown %s %q; want some of %s", what, s, strings.Join(all, ","))
+		}
+	}
+	var out []string
+	for _, a := range all {
+		if slices.Contains(sel, a) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
 }
 
 // Policies are compared in this order; round-robin is the baseline.
@@ -119,6 +147,10 @@ type Curve struct {
 	Workload string
 	Policy   string
 	Steps    []Step
+	// Decisions counts the curve's routing decisions (every step) by
+	// replica (group) and reason, from its router's
+	// mentat_serve_routing_decisions_total.
+	Decisions map[string]map[string]float64
 }
 
 // Knee is the step with the highest rate whose p90 TTFT is within 2 s and
@@ -168,6 +200,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if len(cfg.Replicas) == 0 {
 		cfg.Replicas = []int{2, 4}
 	}
+	var err error
+	if cfg.Workloads, err = selected("workload", Workloads, cfg.Workloads); err != nil {
+		return Result{}, err
+	}
+	if cfg.Policies, err = selected("policy", Policies, cfg.Policies); err != nil {
+		return Result{}, err
+	}
 	var res Result
 	for _, n := range cfg.Replicas {
 		curves, err := runCluster(ctx, cfg, n)
@@ -200,12 +239,12 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 		return nil, err
 	}
 	c, err := cluster.Start(ctx, cluster.Opts{BinDir: cfg.BinDir, LogDir: logDir, CPUs: cfg.ServerCPUs, Engines: engines,
-		RouterEnv: []string{"ROUTING_POLICY=" + Policies[0], "ROUTING_SCRAPE_S=0.5"}})
+		RouterEnv: []string{"ROUTING_POLICY=" + cfg.Policies[0], "ROUTING_SCRAPE_S=0.5"}})
 	if err != nil {
 		return nil, err
 	}
 	defer c.Stop()
-	b := &bench{c: c, n: n, routers: map[string]string{Policies[0]: c.RouterURL},
+	b := &bench{c: c, n: n, routers: map[string]string{cfg.Policies[0]: c.RouterURL},
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4096, DisableCompression: true}}}
 	defer b.client.CloseIdleConnections()
 	for _, e := range engines {
@@ -213,7 +252,7 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 	}
 	// One more router per policy over the same daemon (no UDP: the seed
 	// finds the daemon), so every policy meets the same engines.
-	for _, p := range Policies[1:] {
+	for _, p := range cfg.Policies[1:] {
 		port, err := harness.FreePort()
 		if err != nil {
 			return nil, err
@@ -231,18 +270,22 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 		defer r.Stop()
 		b.routers[p] = "http://127.0.0.1:" + strconv.Itoa(port)
 	}
-	for _, p := range Policies {
+	for _, p := range cfg.Policies {
 		if err := harness.Eventually(ctx, cluster.StartTimeout, p+" router: every replica ready", func() error { return b.ready(b.routers[p]) }); err != nil {
 			return nil, err
 		}
 	}
 
 	var curves []Curve
-	for _, w := range []string{Shared, Distinct, Preloaded} {
-		for _, p := range Policies {
+	for _, w := range cfg.Workloads {
+		for _, p := range cfg.Policies {
 			cv := Curve{Replicas: n, Workload: w, Policy: p}
 			// A salt per curve: no policy finds a cache another warmed.
 			salt := fmt.Sprintf("%s-%s-%d", w, p, n)
+			before, err := b.decisions(p)
+			if err != nil {
+				return curves, err
+			}
 			for _, perRep := range ratesPerReplica[w] {
 				if ctx.Err() != nil {
 					return curves, ctx.Err()
@@ -258,6 +301,12 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 					break
 				}
 			}
+			after, err := b.decisions(p)
+			if err != nil {
+				return append(curves, cv), err
+			}
+			cv.Decisions = diffDecisions(after, before)
+			fmt.Fprintf(os.Stderr, "routing: %d replicas, %s, %s: decisions %s\n", n, w, p, decisionsText(cv.Decisions))
 			curves = append(curves, cv)
 		}
 	}
@@ -359,7 +408,12 @@ func (b *bench) step(ctx context.Context, cfg Config, w, policy, salt string, ra
 	}
 	defer stopPreload()
 
-	r := rand.New(rand.NewPCG(hash(salt), uint64(rate*1000)))
+	// The arrivals (and the shared workload's tenant picks) depend on the
+	// workload, cluster size and rate, not on the policy: every policy
+	// meets the same schedule, so a comparison at one rate is not also a
+	// comparison of two random draws (at 72 requests a step, the p90 of
+	// two Poisson schedules differs by tenths of a second on its own).
+	r := rand.New(rand.NewPCG(hash(fmt.Sprintf("%s-%d", w, b.n)), uint64(rate*1000)))
 	n := int(rate * cfg.Duration.Seconds())
 	stepSalt := fmt.Sprintf("%s-at-%g", salt, rate)
 	var mu sync.Mutex
@@ -497,6 +551,83 @@ func (b *bench) prefixCounters() (hits, queries float64, err error) {
 		hits, queries = hits+h, queries+q
 	}
 	return hits, queries, nil
+}
+
+// decisions reads a policy's router's routing decisions: replica →
+// reason → count.
+func (b *bench) decisions(policy string) (map[string]map[string]float64, error) {
+	fams, err := stats.FetchMetrics(context.Background(), b.client, b.routers[policy]+"/metrics")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]float64{}
+	mf := fams["mentat_serve_routing_decisions_total"]
+	if mf == nil {
+		return out, nil
+	}
+	for _, m := range mf.GetMetric() {
+		var rep, reason string
+		for _, l := range m.GetLabel() {
+			switch l.GetName() {
+			case "replica":
+				rep = l.GetValue()
+			case "reason":
+				reason = l.GetValue()
+			}
+		}
+		if out[rep] == nil {
+			out[rep] = map[string]float64{}
+		}
+		out[rep][reason] += m.GetCounter().GetValue()
+	}
+	return out, nil
+}
+
+// diffDecisions is after − before, leaving out zero counts.
+func diffDecisions(after, before map[string]map[string]float64) map[string]map[string]float64 {
+	out := map[string]map[string]float64{}
+	for rep, rs := range after {
+		for reason, v := range rs {
+			if d := v - before[rep][reason]; d != 0 {
+				if out[rep] == nil {
+					out[rep] = map[string]float64{}
+				}
+				out[rep][reason] = d
+			}
+		}
+	}
+	return out
+}
+
+// decisionsText renders decisions as "replica-0 40 (load 38, fallback
+// 2), replica-1 …", replicas and reasons in name order.
+func decisionsText(d map[string]map[string]float64) string {
+	reps := slices.Sorted(maps.Keys(d))
+	parts := make([]string, 0, len(reps))
+	for _, rep := range reps {
+		total := 0.0
+		var rs []string
+		for _, reason := range slices.Sorted(maps.Keys(d[rep])) {
+			total += d[rep][reason]
+			rs = append(rs, fmt.Sprintf("%s %.0f", reason, d[rep][reason]))
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f (%s)", rep, total, strings.Join(rs, ", ")))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// spread is the requests each replica got over the curve, replicas in
+// name order ("40/38/41/39"), every replica of the cluster listed.
+func spread(n int, d map[string]map[string]float64) string {
+	parts := make([]string, n)
+	for i := range n {
+		total := 0.0
+		for _, v := range d[fmt.Sprintf("replica-%d", i)] {
+			total += v
+		}
+		parts[i] = fmt.Sprintf("%.0f", total)
+	}
+	return strings.Join(parts, "/")
 }
 
 // metric sums every series of name on an engine's /metrics.

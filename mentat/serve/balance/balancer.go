@@ -200,11 +200,7 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 				}
 			}
 			if best >= 0 {
-				if b.within(&cs[best], least) {
-					pick, reason = best, Affinity
-				} else {
-					reason = Fallback
-				}
+				pick, reason = b.affinity(cs, best, len(req.Keys))
 			}
 		}
 	case Session:
@@ -216,7 +212,7 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 					best, bestH = i, h
 				}
 			}
-			if b.within(&cs[best], least) {
+			if b.within(&cs[best], least, b.cfg.Threshold) {
 				pick, reason = best, Affinity
 			} else {
 				// The session's replica is saturated: the next by the
@@ -224,7 +220,7 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 				reason = Fallback
 				next, nextH := -1, uint64(0)
 				for i := range cs {
-					if i == best || !b.within(&cs[i], least) {
+					if i == best || !b.within(&cs[i], least, b.cfg.Threshold) {
 						continue
 					}
 					if h := hrw(key, cs[i].rt.Group); next < 0 || h > nextH {
@@ -250,11 +246,41 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 	return d
 }
 
+// affinity decides between cs[best], the replica holding the longest
+// match of an n-block prompt, and cs[0], the least loaded. What the warm
+// replica saves is the blocks it holds beyond what the least-loaded one
+// does; when that is at least MinAffinityShare of the prompt, it may carry
+// up to Threshold more load. A shorter lead (a chat template or a short
+// system prompt that every request starts with, ahead of text of its own)
+// saves too little prefill to be worth a queue: it only breaks a tie in
+// load, so such prompts spread as under least-loaded.
+//
+// The reason is Affinity only when the match decided, or would have
+// decided, the choice: the least-loaded replica holding a short lead is
+// chosen for its load.
+func (b *Balancer) affinity(cs []cand, best, n int) (int, Reason) {
+	least := &cs[0]
+	long := func(blocks int) bool { return float64(blocks) >= MinAffinityShare*float64(n) }
+	switch {
+	case best == 0 && long(least.depth):
+		return 0, Affinity
+	case best == 0:
+		return 0, Load
+	case long(cs[best].depth-least.depth) && b.within(&cs[best], least, b.cfg.Threshold):
+		return best, Affinity
+	case b.within(&cs[best], least, 0):
+		return best, Affinity // a tie in load, won by the warm replica
+	case long(cs[best].depth - least.depth):
+		return 0, Fallback
+	}
+	return 0, Load
+}
+
 // within reports whether c may take a request it is preferred for: it is
 // no less available than the least-loaded replica and carries at most
-// Threshold more load.
-func (b *Balancer) within(c, least *cand) bool {
-	return c.rank <= least.rank && c.load <= least.load+b.cfg.Threshold
+// allow more load.
+func (b *Balancer) within(c, least *cand, allow float64) bool {
+	return c.rank <= least.rank && c.load <= least.load+allow
 }
 
 func sortCands(cs []cand) {

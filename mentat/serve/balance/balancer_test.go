@@ -493,3 +493,63 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	}
 }
+
+// With nothing worth following, prefix must choose as least-loaded does,
+// tie-breaks included: the same requests, starts, ends and engine numbers
+// fed to both give the same replica every time. The prompts share
+// nothing, or share only a common header (a chat template and a short
+// system prompt, one block, ahead of text of their own), which may break
+// a tie in load but no more; after the first few requests every replica
+// holds it, and it breaks none.
+func TestPrefixWithoutAffinityChoosesAsLeastLoaded(t *testing.T) {
+	header := "system" + strings.Repeat(" you are a helpful assistant.", 10) // one block and a bit
+	for _, tc := range []struct{ name, header string }{{"nothing shared", ""}, {"common header", header}} {
+		t.Run(tc.name, func(t *testing.T) {
+			px, ll := newFixture(t, Prefix, 4), newFixture(t, LeastLoaded, 4)
+			var open [2][]*Ticket
+			for i := range 400 {
+				req := Request{Keys: keys(tc.header + fmt.Sprintf("user %d: %s", i, strings.Repeat(fmt.Sprint(" words of prompt ", i), 60)))}
+				dp, tp := px.send(req)
+				dl, tl := ll.send(req)
+				if dp.Order[0].Group != dl.Order[0].Group {
+					t.Fatalf("request %d: prefix chose %s (%s, %d blocks matched), least-loaded %s", i, dp.Order[0].Group, dp.Reason, dp.Matched, dl.Order[0].Group)
+				}
+				open[0], open[1] = append(open[0], tp), append(open[1], tl)
+				// Requests end out of order, some stay in flight, and
+				// the engines report other clients' work now and then.
+				if i%3 == 2 {
+					k := (i * 7) % len(open[0])
+					open[0][k].End()
+					open[1][k].End()
+				}
+				if i%50 == 49 {
+					for j, rt := range px.reps {
+						l := EngineLoad{Running: float64((i + j) % 5), Waiting: float64(j % 2), At: px.now, OK: true}
+						px.b.Observe(rt.Group, l)
+						ll.b.Observe(rt.Group, l)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A common header gives no replica a claim: concurrent requests that
+// share only it spread as evenly as distinct ones.
+func TestCommonHeaderSpreads(t *testing.T) {
+	f := newFixture(t, Prefix, 4)
+	header := "system" + strings.Repeat(" you are a helpful assistant.", 20)
+	count := map[string]int{}
+	for i := range 12 {
+		d, _ := f.send(Request{Keys: keys(header + fmt.Sprintf("user %d: ", i) + strings.Repeat("a question of its own. ", 60))}) // never ended
+		count[d.Order[0].Group]++
+		if d.Reason != Load {
+			t.Errorf("request %d: reason %s, want load (a shared header is no affinity)", i, d.Reason)
+		}
+	}
+	for _, rt := range f.reps {
+		if count[rt.Group] != 3 {
+			t.Fatalf("12 concurrent requests sharing only a header over 4 replicas: %v, want 3 each", count)
+		}
+	}
+}

@@ -22,7 +22,8 @@ type Policy string
 const (
 	// Prefix prefers the replica that saw the longest leading part of the
 	// prompt, as long as its load stays within Threshold of the least
-	// loaded replica; past that, or with no match, it picks by load.
+	// loaded replica and the match is at least MinAffinityShare of the
+	// prompt; past that, or with no such match, it picks by load.
 	Prefix Policy = "prefix"
 	// LeastLoaded picks the replica with the lowest load.
 	LeastLoaded Policy = "least-loaded"
@@ -89,6 +90,10 @@ const (
 	// (least recently used blocks are dropped first): 32768 blocks index
 	// 8 MiB of distinct leading text in about 4 MiB of memory.
 	DefaultIndexBlocks = 1 << 15
+	// MinAffinityShare is the share of a prompt's blocks a replica must
+	// hold beyond the least-loaded replica's for the prefix policy to
+	// let it carry up to Threshold more load (see Balancer.affinity).
+	MinAffinityShare = 0.5
 	// KVFull is the KV-cache usage from which an engine counts Threshold
 	// requests heavier: new work there queues or preempts.
 	KVFull = 0.95

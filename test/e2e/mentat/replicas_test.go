@@ -211,6 +211,63 @@ func TestReplicasDistinctPromptsSpread(t *testing.T) {
 	}
 }
 
+// decided is the router's routing decisions for the model over every
+// replica and reason (/stats.json).
+func (r *router) decided(t *testing.T) float64 {
+	t.Helper()
+	var doc struct {
+		Models []struct {
+			Routing *struct {
+				Decisions map[string]float64 `json:"decisions"`
+			} `json:"routing"`
+		} `json:"models"`
+	}
+	if err := testproc.GetJSON(client, r.url+"/stats.json", &doc); err != nil {
+		t.Fatalf("router /stats.json: %v", err)
+	}
+	sum := 0.0
+	for _, row := range doc.Models {
+		if row.Routing != nil {
+			for _, n := range row.Routing.Decisions {
+				sum += n
+			}
+		}
+	}
+	return sum
+}
+
+// Prompts that share only a short header (the same short system prompt,
+// then text of their own) spread over the replicas like distinct ones:
+// one block in common is no affinity worth a queue.
+func TestReplicasCommonHeaderSpreads(t *testing.T) {
+	rs := startReplicas(t, 3, "--itl", "50ms")
+	r := rs.router(t, "router", 0)
+	system := "You are a helpful assistant. Answer the question below carefully, in plain words, and say so when you are unsure of the answer."
+	system += " " + system // about 260 bytes: one block of the index, and a bit
+	before := rs.served(t)
+	var wg sync.WaitGroup
+	for i := range 9 {
+		// Each request is routed (and counted in flight) before the
+		// next is sent, and each generates for several seconds, so every
+		// choice sees the ones before it.
+		wg.Go(func() {
+			ask(t, r.url, nil, chatBody(system, fmt.Sprintf("question %d: %s", i, strings.Repeat(fmt.Sprint("details of case ", i, ". "), 80)), 100))
+		})
+		eventually(t, fmt.Sprintf("request %d routed", i), func() bool { return r.decided(t) == float64(i+1) })
+	}
+	wg.Wait()
+	var after []float64
+	eventually(t, "the engines to count the requests", func() bool {
+		after = rs.served(t)
+		return total(after) == total(before)+9
+	})
+	for i := range after {
+		if n := after[i] - before[i]; n < 2 {
+			t.Errorf("%s served %v of 9 concurrent prompts sharing only a header (%v before, %v after); want them spread", rs.engines[i].group, n, before, after)
+		}
+	}
+}
+
 // Prompts sharing a long prefix stay on one replica while it has room,
 // then spill to the other once its load passes the threshold.
 func TestReplicasSharedPrefixStaysThenSpills(t *testing.T) {

@@ -1,0 +1,39 @@
+package routing
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestSelected(t *testing.T) {
+	got, err := selected("policy", Policies, nil)
+	if err != nil || !reflect.DeepEqual(got, Policies) {
+		t.Fatalf("no selection = %v, %v; want every policy", got, err)
+	}
+	// The order is the canonical one, whatever the order asked for.
+	got, err = selected("policy", Policies, []string{"least-loaded", "prefix"})
+	if want := []string{"prefix", "least-loaded"}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("selected = %v, %v; want %v", got, err, want)
+	}
+	if _, err := selected("workload", Workloads, []string{"distinct", "bogus"}); err == nil || !strings.Contains(err.Error(), `"bogus"`) ||
+		!strings.Contains(err.Error(), "shared,distinct,preloaded") {
+		t.Fatalf("unknown workload: error %v, want it named with the choices", err)
+	}
+}
+
+func TestDecisionsDiffAndSpread(t *testing.T) {
+	before := map[string]map[string]float64{"replica-0": {"load": 5}, "replica-1": {"load": 2, "affinity": 1}}
+	after := map[string]map[string]float64{"replica-0": {"load": 9, "fallback": 1}, "replica-1": {"load": 2, "affinity": 4}, "replica-2": {"load": 3}}
+	d := diffDecisions(after, before)
+	want := map[string]map[string]float64{"replica-0": {"load": 4, "fallback": 1}, "replica-1": {"affinity": 3}, "replica-2": {"load": 3}}
+	if !reflect.DeepEqual(d, want) {
+		t.Fatalf("diff = %v, want %v", d, want)
+	}
+	if got := spread(4, d); got != "5/3/3/0" {
+		t.Errorf("spread = %q, want 5/3/3/0 (a replica that got nothing listed as 0)", got)
+	}
+	if got := decisionsText(d); got != "replica-0 5 (fallback 1, load 4), replica-1 3 (affinity 3), replica-2 3 (load 3)" {
+		t.Errorf("decisionsText = %q", got)
+	}
+}
