@@ -285,13 +285,6 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 	case readErr != nil:
 		return p.afterHeaders(r, ctx, classifyUpstream(readErr, r.Context(), ctx, x))
 	}
-	if !flush {
-		// The rest of the answer is in net/http's buffer: send it now, not
-		// after the bookkeeping that runs before net/http's own flush (the
-		// engine connection back to its pool, metrics, the in-flight row).
-		// A failed write is the client's to see, as it would be then.
-		_ = rc.Flush()
-	}
 	return nil
 }
 
