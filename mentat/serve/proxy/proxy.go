@@ -109,6 +109,9 @@ type Proxy struct {
 	bal       *balance.Balancer
 	inflight  *Inflight
 	m         *metrics
+	// sessionKey is the balancer's session header in canonical form,
+	// which http.Header.Get takes without converting (a copy per request).
+	sessionKey string
 }
 
 // New returns a proxy reading routes from src. Metrics are registered on
@@ -127,6 +130,7 @@ func New(src routes.Source, cfg Config, logger *slog.Logger, reg prometheus.Regi
 	if p.bal == nil {
 		p.bal = balance.New(balance.Config{}, reg)
 	}
+	p.sessionKey = http.CanonicalHeaderKey(p.bal.Config().SessionHeader)
 	return p
 }
 
@@ -205,7 +209,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 	}
 	bl := balance.GetBlocks()
 	defer balance.PutBlocks(bl)
-	req := routingRequest(x.model, &f, r.Header, p.bal.Config().SessionHeader, bl)
+	req := routingRequest(x.model, &f, r.Header, p.sessionKey, bl)
 	return p.forward(w, r, x, body, f.Stream, p.bal.Choose(x.replicas, req), req)
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fe64bb06/frontdoor/internal/httpx"
+	"github.com/fe64bb06/frontdoor/mentat/serve/balance"
 )
 
 // BenchmarkUpstreamRequest is building the engine's request for a small
@@ -28,5 +29,23 @@ func BenchmarkUpstreamRequest(b *testing.B) {
 			b.Fatal(req.ContentLength)
 		}
 		bd.Release()
+	}
+}
+
+// BenchmarkRoutingRequest is what the balancer reads from a small chat
+// request: its prompt blocks and the session header.
+func BenchmarkRoutingRequest(b *testing.B) {
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hello"}],"max_tokens":8}`)
+	f, err := extract("application/json", body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := http.Header{"Content-Type": {"application/json"}}
+	key := http.CanonicalHeaderKey(balance.DefaultSessionHeader)
+	b.ReportAllocs()
+	for b.Loop() {
+		bl := balance.GetBlocks()
+		_ = routingRequest("m", &f, h, key, bl)
+		balance.PutBlocks(bl)
 	}
 }
