@@ -2,6 +2,7 @@ package httpx
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"math/bits"
@@ -158,7 +159,19 @@ func (b *Body) unref() {
 }
 
 // Attach makes b the body of req, an upstream request that has its
-// context, and returns the request to send (req with a trace context).
+// context, and returns the request to send (req with a trace context):
+// AttachContext with req's own context.
+func (b *Body) Attach(req *http.Request) *http.Request {
+	if b.n == 0 {
+		req.Body, req.ContentLength, req.GetBody = http.NoBody, 0, nil
+		return req
+	}
+	return b.AttachContext(req.Context(), req)
+}
+
+// AttachContext makes b the body of req and returns a copy of req with
+// ctx (plus a trace) as its context: the one copy of the request. req
+// itself may be a value the caller builds on its stack.
 //
 // The Transport reads the body as a *bytes.Reader, which it knows to be in
 // memory: a small body goes out in one write with the head, a large one
@@ -169,10 +182,10 @@ func (b *Body) unref() {
 // a write may still run after RoundTrip returned (an upstream answering
 // before the whole body was written). An attempt that never ends leaves
 // the buffer to the garbage collector, never to another request.
-func (b *Body) Attach(req *http.Request) *http.Request {
+func (b *Body) AttachContext(ctx context.Context, req *http.Request) *http.Request {
 	if b.n == 0 {
-		req.Body, req.ContentLength = http.NoBody, 0
-		return req
+		req.Body, req.ContentLength, req.GetBody = http.NoBody, 0, nil
+		return req.WithContext(ctx)
 	}
 	data := b.Bytes()
 	req.ContentLength = int64(len(data))
@@ -182,5 +195,5 @@ func (b *Body) Attach(req *http.Request) *http.Request {
 		GotConn:      func(httptrace.GotConnInfo) { b.refs.Add(1) },
 		WroteRequest: func(httptrace.WroteRequestInfo) { b.unref() },
 	}
-	return req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	return req.WithContext(httptrace.WithClientTrace(ctx, trace))
 }

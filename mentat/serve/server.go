@@ -28,7 +28,7 @@ type Server struct {
 	holder  routes.Holder
 	disc    *discovery.Manager
 	builder builder
-	mux     *http.ServeMux
+	mux     *mux
 	start   time.Time
 	trigger chan struct{}
 
@@ -64,7 +64,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg: cfg, log: logger, disc: disc, mux: http.NewServeMux(), start: time.Now(),
+		cfg: cfg, log: logger, disc: disc, mux: newMux(), start: time.Now(),
 		trigger: make(chan struct{}, 1),
 		builder: builder{poll: cfg.PollInterval, fresh: cfg.ProbeFresh, allow: allow, subnets: cfg.Subnets},
 	}

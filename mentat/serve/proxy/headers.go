@@ -37,6 +37,14 @@ func fillUpstreamHeader(out, in http.Header) {
 // markStream sets the headers that stop intermediaries (nginx, CDNs,
 // browsers) from buffering or caching an event stream.
 func markStream(h http.Header) {
-	h.Set("X-Accel-Buffering", "no")
-	h.Set("Cache-Control", "no-cache")
+	h["X-Accel-Buffering"] = noBuffering
+	h["Cache-Control"] = noCache
 }
+
+// The values markStream sets, shared by every stream: net/http copies a
+// handler's header when the status line is written, and the proxy never
+// appends to these.
+var (
+	noBuffering = []string{"no"}
+	noCache     = []string{"no-cache"}
+)

@@ -109,6 +109,9 @@ type Proxy struct {
 	bal       *balance.Balancer
 	inflight  *Inflight
 	m         *metrics
+	// sessionKey is the balancer's session header in canonical form,
+	// which http.Header.Get takes without converting (a copy per request).
+	sessionKey string
 }
 
 // New returns a proxy reading routes from src. Metrics are registered on
@@ -127,6 +130,7 @@ func New(src routes.Source, cfg Config, logger *slog.Logger, reg prometheus.Regi
 	if p.bal == nil {
 		p.bal = balance.New(balance.Config{}, reg)
 	}
+	p.sessionKey = http.CanonicalHeaderKey(p.bal.Config().SessionHeader)
 	return p
 }
 
@@ -205,7 +209,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 	}
 	bl := balance.GetBlocks()
 	defer balance.PutBlocks(bl)
-	req := routingRequest(x.model, &f, r.Header, p.bal.Config().SessionHeader, bl)
+	req := routingRequest(x.model, &f, r.Header, p.sessionKey, bl)
 	return p.forward(w, r, x, body, f.Stream, p.bal.Choose(x.replicas, req), req)
 }
 
@@ -235,16 +239,6 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	defer cancel()
 
-	// Put the client connection's write deadline at ours: a server
-	// WriteTimeout would otherwise cut a long generation, and with none a
-	// client that stopped reading would block the copy for ever (a context
-	// cannot unblock a write). An answer that is not a stream gets
-	// WriteTimeout below. Unset on exit so a later request on this
-	// keep-alive connection starts clean.
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(deadline.Add(time.Second))
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-
 	x.mm = p.m.model(x.model)
 	x.mm.gauge().Inc()
 	resp, err := p.send(ctx, r, x, body, stream, d, req)
@@ -261,13 +255,22 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 		markStream(h)
 		flush = true
 	}
+	// The client connection's write deadline, set once the answer is here
+	// (nothing is written to the client before): a stream gets ours, as a
+	// server WriteTimeout would otherwise cut a long generation, and with
+	// none a client that stopped reading would block the copy for ever (a
+	// context cannot unblock a write); an answer that is not a stream gets
+	// WriteTimeout, never more than SERVING_TIMEOUT_S. Unset on exit so a
+	// later request on this keep-alive connection starts clean.
+	wd := deadline.Add(time.Second)
 	if !flush {
-		// Not a stream: the client has WriteTimeout to take the answer
-		// (never more than SERVING_TIMEOUT_S).
-		if wd := time.Now().Add(p.cfg.Edge.WriteTimeout); wd.Before(deadline) {
-			_ = rc.SetWriteDeadline(wd)
+		if t := time.Now().Add(p.cfg.Edge.WriteTimeout); t.Before(deadline) {
+			wd = t
 		}
 	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(wd)
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 	w.WriteHeader(resp.StatusCode)
 	x.code, x.headersOut = resp.StatusCode, true
 
@@ -504,16 +507,16 @@ func (p *Proxy) record(x *exchange) {
 
 // upstreamRequest builds the engine's request on the resolved URL
 // directly, instead of printing it and parsing it back. Its body is the
-// client's bytes as read (httpx.Body.Attach: rewindable, so the transport
-// can resend a request it never wrote on a stale pooled connection).
+// client's bytes as read (httpx.Body.AttachContext: rewindable, so the
+// transport can resend a request it never wrote on a stale pooled
+// connection). The request is built on the stack: AttachContext's copy,
+// which carries ctx, is the only one allocated.
 func upstreamRequest(ctx context.Context, target *url.URL, body *httpx.Body, in http.Header) *http.Request {
-	// An empty URL always parses; NewRequestWithContext is the only way to
-	// attach ctx without copying the request.
-	up, _ := http.NewRequestWithContext(ctx, http.MethodPost, "", nil)
-	up.URL = target
-	up.Host = strings.TrimSuffix(target.Host, ":")
-	fillUpstreamHeader(up.Header, in)
-	return body.Attach(up)
+	up := http.Request{
+		Method: http.MethodPost, URL: target, Host: strings.TrimSuffix(target.Host, ":"),
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: upstreamHeader(in),
+	}
+	return body.AttachContext(ctx, &up)
 }
 
 var _ http.Handler = (*Proxy)(nil)
