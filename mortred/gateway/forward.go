@@ -58,8 +58,10 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 		g.cfg.Edge.BodyDeadline(w)
 		if r.ContentLength > 0 && r.ContentLength <= maxSmallBody {
 			// A small body (an image thumbnail, the common case) is read
-			// whole into a pooled buffer first: it reaches the model
-			// server with its head in one write.
+			// whole into a pooled buffer first: it is written from there,
+			// with its head in one write when both fit the Transport's
+			// write buffer, and a failed body read is answered before
+			// anything went upstream.
 			b, err := httpx.ReadBody(r.Body, r.ContentLength, g.cfg.MaxBody)
 			if err != nil {
 				// The body deadline stays: it bounds what net/http still
