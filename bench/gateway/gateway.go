@@ -247,7 +247,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			"On the direct path CPU %s (the model server's) was %s busy and CPU %s (wrk's) %s. %s %s\n\n",
 			100*res.ThroughputOwnCore, 100*res.NginxThroughputOwnCore, aggs[gwOwn].RPS/aggs[ngOwn].RPS,
 			cpuName(cfg.ServerCPUs), pct(bz["direct"][0]), cpuName(cfg.LoadCPUs), pct(bz["direct"][1]),
-			ownLimit(cfg, "the gateway", aggs[gwOwn], "gateway", bz[gwOwn], d), ownLimit(cfg, "Nginx", aggs[ngOwn], "nginx", bz[ngOwn], d))
+			ownLimit(cfg, "the gateway", aggs[gwOwn], "gateway", bz[gwOwn], d, bz["direct"]), ownLimit(cfg, "Nginx", aggs[ngOwn], "nginx", bz[ngOwn], d, bz["direct"]))
 	}
 	b.WriteString(compare.CPUNote + "CPU busy shares are from the CPUs' lines in /proc/stat over each measurement (every process on the CPU, " +
 		"so other work on the machine shows too), medians over rounds.\n\nCommands:\n\n```\n" + strings.Join(commands, "\n") +
@@ -276,26 +276,31 @@ func placements(cfg Config) string {
 }
 
 // ownLimit says, from the measured figures, what limits a proxy in
-// placement B: the load generator's core, the model server's core (and
-// how much more CPU the model server spends behind the proxy), or
-// neither.
-func ownLimit(cfg Config, name string, a compare.Agg, proxy string, busy [2]float64, direct compare.Agg) string {
+// placement B: the model server's core (and how much more CPU the model
+// server spends behind the proxy), the load generator's core (wrk and the
+// proxy not feeding a model server that has room), or neither. The model
+// server's core counts as full when it was about as busy as on the direct
+// path (within 2 points, or 97 %): a core 94 % busy behind the proxy and
+// 99 % on the direct path idled for want of requests.
+func ownLimit(cfg Config, name string, a compare.Agg, proxy string, busy [2]float64, direct compare.Agg, directBusy [2]float64) string {
 	const label = "model server"
 	s, ds := a.CPUus[label], direct.CPUus[label]
 	msg := fmt.Sprintf("Behind %s the model server spent %.1f µs of CPU per request (direct %.1f) and %s itself %.1f µs; "+
 		"CPU %s was %s busy, CPU %s (wrk and %s) %s.", name, s, ds, name, a.CPUus[proxy],
 		cpuName(cfg.ServerCPUs), pct(busy[0]), cpuName(cfg.LoadCPUs), name, pct(busy[1]))
+	modelFull := busy[0] >= 0.97 || (directBusy[0] >= 0 && busy[0] >= directBusy[0]-0.02)
 	switch {
 	case busy[0] < 0 || busy[1] < 0:
-	case busy[0] >= 0.9:
+	case modelFull:
 		msg += " The model server's core is the limit, as on the direct path"
 		if s > ds && s > 0 {
 			msg += fmt.Sprintf(": behind the proxy it spends %.1f µs more per request, which caps the path near %.0f%% of direct", s-ds, 100*ds/s)
 		}
 		msg += "."
-	case busy[1] >= 0.95:
-		msg += fmt.Sprintf(" The load generator's core is the limit: wrk and %s fill it while the model server's core has room, "+
-			"so this figure is a floor for a machine with a spare core for the proxy.", name)
+	case busy[1] >= 0.85:
+		msg += fmt.Sprintf(" The model server's core had room (direct: %s busy): wrk and %s, sharing CPU %s, did not feed it "+
+			"fast enough, so %s's CPU per request is the limit here; a machine with a spare core for the proxy would not show it.",
+			pct(directBusy[0]), name, cpuName(cfg.LoadCPUs), name)
 	default:
 		msg += " Neither core was full: the extra hop's latency, at this many connections, is the limit."
 	}

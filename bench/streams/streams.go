@@ -91,7 +91,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	gBefore := goroutines(cl.RouterURL)
+	mBefore := scrape(cl.RouterURL)
 	enginePID := cl.EnginePID("idle")
 	eBefore, _ := harness.RSSOf(enginePID)
 
@@ -102,7 +102,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	time.Sleep(cfg.Settle)
 	after, err := cl.Router.RSS()
-	gAfter := goroutines(cl.RouterURL)
+	mAfter := scrape(cl.RouterURL)
 	eAfter, _ := harness.RSSOf(enginePID)
 	if cerr := idle.Close(); err == nil {
 		err = cerr
@@ -127,35 +127,71 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		{"router RSS before", harness.Bytes(float64(before))},
 		{"router RSS with the streams open", harness.Bytes(float64(after))},
 		{"**router memory per open stream**", fmt.Sprintf("**%s** (%.0f B)", harness.Bytes(per), per)},
-		{"router goroutines before / after", fmt.Sprintf("%s / %s", gBefore, gAfter)},
+		{"router goroutines before / after", fmt.Sprintf("%s / %s", mBefore.show("go_goroutines", false), mAfter.show("go_goroutines", false))},
+		{"of it, goroutine stacks per stream", mAfter.perStream(mBefore, "go_memstats_stack_inuse_bytes", r.Opened)},
+		{"of it, heap objects per stream (live and not yet collected)", mAfter.perStream(mBefore, "go_memstats_heap_alloc_bytes", r.Opened)},
 		{"engine (enginesim) RSS before / after", fmt.Sprintf("%s / %s", harness.Bytes(float64(eBefore)), harness.Bytes(float64(eAfter)))},
 	}
 	if r.FirstError != "" {
 		rows = append(rows, []string{"first error", "`" + r.FirstError + "`"})
 	}
 	b.WriteString(harness.Table([]string{"", ""}, rows, false))
-	b.WriteString("\nWhat a stream costs: a client connection (net/http's server: a goroutine and 4 KiB read and write " +
-		"buffers) and an upstream connection (net/http's Transport: a read and a write goroutine, 4 KiB read and write buffers), " +
-		"plus the 32 KiB relay buffer (`httpx.CopyBufSize` in internal/httpx) a stream holds while it is open, of which an idle " +
-		"stream has touched only the pages its frames filled, and the goroutine stacks. Target (issue 17): at most 40 KiB.\n")
+	b.WriteString("\nWhat a stream costs: four goroutines (net/http's server: the connection's and its background reader; " +
+		"net/http's Transport: the upstream connection's read and write loops) and their stacks; net/http's server buffers " +
+		"(4 KiB read, 4 KiB write, 2 KiB for chunking, fixed by net/http); the Transport's read and write buffers " +
+		"(`httpx.TransportReadBufSize`, `TransportWriteBufSize`: 1 KiB each); the relay buffer, `httpx.EventBufSize` (512 B) " +
+		"for an event stream; and the request's and answer's headers, contexts and connection state. The request body's " +
+		"buffer is back in its pool once the answer's head is in. Stacks and heap come from the router's /metrics; the " +
+		"rest of the RSS is the runtime's own bookkeeping. Kernel socket buffers are not in RSS and not counted. " +
+		"Target (issue 17): at most 40 KiB.\n")
 	return Result{Markdown: b.String(), Opened: r.Opened, BytesPerStream: per}, nil
 }
 
-// goroutines reads go_goroutines from the router's /metrics, or "?" when
-// it does not publish it.
-func goroutines(base string) string {
+// metrics is the router's Go runtime gauges from /metrics, nil when it
+// could not be read.
+type metrics map[string]float64
+
+// scrape reads the go_ gauges of the router's /metrics.
+func scrape(base string) metrics {
 	c := &http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get(base + "/metrics")
 	if err != nil {
-		return "?"
+		return nil
 	}
 	defer resp.Body.Close()
+	m := metrics{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-			return v
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !strings.HasPrefix(name, "go_") {
+			continue
+		}
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			m[name] = f
 		}
 	}
-	return "?"
+	return m
+}
+
+// show is one gauge, "?" when missing.
+func (m metrics) show(name string, bytes bool) string {
+	v, ok := m[name]
+	switch {
+	case !ok:
+		return "?"
+	case bytes:
+		return harness.Bytes(v)
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// perStream is a gauge's growth from before to m over n streams.
+func (m metrics) perStream(before metrics, name string, n int) string {
+	a, okA := m[name]
+	b, okB := before[name]
+	if !okA || !okB || n == 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%s (%s before, %s after)", harness.Bytes((a-b)/float64(n)), harness.Bytes(b), harness.Bytes(a))
 }

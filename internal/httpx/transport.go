@@ -19,6 +19,19 @@ const MaxResponseHeaderBytes = 64 << 10
 // CopyBufSize is the buffer an answer streams through (Relay).
 const CopyBufSize = 32 << 10
 
+// The Transport's per-connection buffers, unless TransportConfig says
+// otherwise. Every upstream connection holds both for its whole life, an
+// open stream's included, so they are sized for what passes through them
+// rather than net/http's 4 KiB: the read buffer takes an answer's head and
+// the small reads of an event stream (RelayEvents reads EventBufSize at a
+// time), while a bulk read (Relay's CopyBufSize) bypasses it; the write
+// buffer takes a request's head and the start of its body, the rest of
+// which goes straight from the request's own buffer (bodyConn).
+const (
+	TransportReadBufSize  = 1 << 10
+	TransportWriteBufSize = 1 << 10
+)
+
 // TransportConfig is one kind of upstream (engines; model servers).
 type TransportConfig struct {
 	// DialTimeout bounds connecting (never the answer).
@@ -36,6 +49,9 @@ type TransportConfig struct {
 	// ResponseHeaderTimeout bounds the wait for an answer's head once the
 	// request is written; 0 means none (the request context bounds it).
 	ResponseHeaderTimeout time.Duration
+	// ReadBufferSize and WriteBufferSize are each connection's buffers;
+	// 0 means TransportReadBufSize and TransportWriteBufSize.
+	ReadBufferSize, WriteBufferSize int
 }
 
 // NewTransport returns the Transport for one kind of upstream: plain
@@ -52,6 +68,12 @@ type TransportConfig struct {
 // already be doing.
 func NewTransport(c TransportConfig) *http.Transport {
 	d := &net.Dialer{Timeout: c.DialTimeout, KeepAlive: 30 * time.Second}
+	if c.ReadBufferSize <= 0 {
+		c.ReadBufferSize = TransportReadBufSize
+	}
+	if c.WriteBufferSize <= 0 {
+		c.WriteBufferSize = TransportWriteBufSize
+	}
 	return &http.Transport{
 		Proxy: nil,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -69,9 +91,8 @@ func NewTransport(c TransportConfig) *http.Transport {
 		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 		DisableCompression:     true,
 		ForceAttemptHTTP2:      false,
-		// Read and write buffers keep net/http's 4 KiB: every open stream
-		// holds both for its whole life, and a large read (Relay's 32 KiB)
-		// bypasses the read buffer anyway.
+		ReadBufferSize:         c.ReadBufferSize,
+		WriteBufferSize:        c.WriteBufferSize,
 	}
 }
 

@@ -58,8 +58,10 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 		g.cfg.Edge.BodyDeadline(w)
 		if r.ContentLength > 0 && r.ContentLength <= maxSmallBody {
 			// A small body (an image thumbnail, the common case) is read
-			// whole into a pooled buffer first: it reaches the model
-			// server with its head in one write.
+			// whole into a pooled buffer first: it is written from there,
+			// with its head in one write when both fit the Transport's
+			// write buffer, and a failed body read is answered before
+			// anything went upstream.
 			b, err := httpx.ReadBody(r.Body, r.ContentLength, g.cfg.MaxBody)
 			if err != nil {
 				// The body deadline stays: it bounds what net/http still
@@ -94,7 +96,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	h := w.Header()
 	httpx.CopyResponseHeader(h, resp.Header)
 	in.abandon(w)
-	h["X-Mortred-Model"] = []string{u.ID}
+	h["X-Mortred-Model"] = st.modelHeader
 	// The client has WriteTimeout from now to take the answer, or, for a
 	// stream, each chunk.
 	g.cfg.Edge.WriteDeadline(w)
@@ -129,7 +131,7 @@ func (g *Gateway) roundTrip(r *http.Request, u *Upstream, path string, body io.R
 		return nil, &buildError{err}
 	}
 	out.ContentLength = r.ContentLength
-	out.Header = upstreamHeader(r, st)
+	upstreamHeader(out.Header, r, st)
 	if small != nil {
 		out = small.Attach(out)
 	}
@@ -152,10 +154,10 @@ type buildError struct{ err error }
 
 func (e *buildError) Error() string { return e.err.Error() }
 
-// upstreamHeader is what a model server sees of the client's header: the
-// forwarded headers, the model's own Authorization, X-Forwarded-For.
-func upstreamHeader(r *http.Request, st *upstreamState) http.Header {
-	h := make(http.Header, len(forwardRequestHeaders)+2)
+// upstreamHeader fills h (the model server's request's, empty) with what
+// a model server sees of the client's header: the forwarded headers, the
+// model's own Authorization, X-Forwarded-For.
+func upstreamHeader(h http.Header, r *http.Request, st *upstreamState) {
 	httpx.ForwardHeader(h, r.Header, forwardRequestHeaders)
 	if st.auth != nil {
 		h["Authorization"] = st.auth
@@ -163,7 +165,6 @@ func upstreamHeader(r *http.Request, st *upstreamState) http.Header {
 	if xff := forwardedFor(r); xff != "" {
 		h["X-Forwarded-For"] = []string{xff}
 	}
-	return h
 }
 
 // upstreamRequest builds the model server's request on http://addr+path
@@ -182,7 +183,8 @@ func upstreamRequest(r *http.Request, addr, path string, body io.Reader) (*http.
 	if err != nil {
 		return nil, err
 	}
-	out.URL = &url.URL{Scheme: "http", Host: addr, Path: path, RawQuery: r.URL.RawQuery}
+	// The URL the empty string parsed to, filled in: no second one.
+	*out.URL = url.URL{Scheme: "http", Host: addr, Path: path, RawQuery: r.URL.RawQuery}
 	out.Host = addr
 	return out, nil
 }

@@ -47,15 +47,18 @@ func (m *metrics) request(model string, status int) {
 // value and its metric children, found once instead of by a label lookup
 // (hash and lock) on every request.
 type upstreamState struct {
-	auth     []string // nil when the model takes no token
-	duration atomic.Pointer[prometheus.Observer]
-	m        *metrics
-	id       string
-	codes    sync.Map // int → prometheus.Counter
+	auth []string // nil when the model takes no token
+	// modelHeader is the X-Mortred-Model value of its answers (shared:
+	// net/http only reads header values).
+	modelHeader []string
+	duration    atomic.Pointer[prometheus.Observer]
+	m           *metrics
+	id          string
+	codes       sync.Map // int → prometheus.Counter
 }
 
 func newUpstreamState(u *Upstream, m *metrics) *upstreamState {
-	st := &upstreamState{m: m, id: u.ID}
+	st := &upstreamState{m: m, id: u.ID, modelHeader: []string{u.ID}}
 	if u.Token != "" {
 		st.auth = []string{"Bearer " + u.Token}
 	}

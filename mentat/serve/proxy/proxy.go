@@ -168,6 +168,22 @@ type exchange struct {
 	// headersOut is set once the upstream status line went to the client;
 	// after that an error can only cut the response.
 	headersOut bool
+	// body and blocks are the request's pooled buffers (body, prompt
+	// routing keys), held until release.
+	body   *httpx.Body
+	blocks *balance.Blocks
+}
+
+// release gives the request's pooled buffers back, once: forward does as
+// soon as the answer's head is in, so a stream open for minutes holds
+// neither; serve's deferred call covers every other path.
+func (x *exchange) release() {
+	if x.body != nil {
+		x.body.Release()
+		x.body = nil
+	}
+	balance.PutBlocks(x.blocks)
+	x.blocks = nil
 }
 
 // ServeHTTP implements http.Handler.
@@ -198,8 +214,11 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 	}
 	// The buffer goes back to its pool when both this handler and the
 	// transport (which may close the request body after RoundTrip
-	// returns) are done with it.
-	defer body.Release()
+	// returns) are done with it. With the prompt's routing keys, it goes
+	// back as soon as the answer's head is in (forward calls release):
+	// a stream may stay open for minutes and needs neither.
+	x.body = body
+	defer x.release()
 	f, err := extract(r.Header.Get("Content-Type"), body.Bytes())
 	if err != nil {
 		return &Error{Status: http.StatusBadRequest, Code: "invalid_body", Param: "model", Message: err.Error()}
@@ -207,9 +226,8 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 	if err := p.route(x, f.Model); err != nil {
 		return err
 	}
-	bl := balance.GetBlocks()
-	defer balance.PutBlocks(bl)
-	req := routingRequest(x.model, &f, r.Header, p.sessionKey, bl)
+	x.blocks = balance.GetBlocks()
+	req := routingRequest(x.model, &f, r.Header, p.sessionKey, x.blocks)
 	return p.forward(w, r, x, body, f.Stream, p.bal.Choose(x.replicas, req), req)
 }
 
@@ -246,11 +264,13 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 		return classifyUpstream(err, r.Context(), ctx, x)
 	}
 	defer resp.Body.Close()
+	x.release() // body and req are not used past here
 
 	h := w.Header()
 	httpx.CopyResponseHeader(h, resp.Header)
 	flush := resp.ContentLength < 0
-	if httpx.IsEventStream(resp.Header.Get("Content-Type")) {
+	events := httpx.IsEventStream(resp.Header.Get("Content-Type"))
+	if events {
 		x.flight.stream.Store(true)
 		markStream(h)
 		flush = true
@@ -282,7 +302,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 			return p.afterHeaders(r, ctx, errClientGone)
 		}
 	}
-	readErr, writeErr := x.relay(w, flushFn, resp.Body, sent)
+	readErr, writeErr := x.relay(w, flushFn, resp.Body, sent, events)
 	switch {
 	case writeErr != nil:
 		return p.afterHeaders(r, ctx, errClientGone)
@@ -330,10 +350,10 @@ func notSent(err error) bool {
 	return (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns)
 }
 
-// relay copies the engine's answer to dst (see relay), recording the
-// first byte (in-flight row and time-to-first-byte since sent) and the
-// bytes written.
-func (x *exchange) relay(dst io.Writer, flush func() error, src io.Reader, sent time.Time) (readErr, writeErr error) {
+// relay copies the engine's answer to dst (httpx.Relay, or for an event
+// stream httpx.RelayEvents and its small buffer), recording the first byte
+// (in-flight row and time-to-first-byte since sent) and the bytes written.
+func (x *exchange) relay(dst io.Writer, flush func() error, src io.Reader, sent time.Time, events bool) (readErr, writeErr error) {
 	fl, mm := x.flight, x.mm
 	first := func() {
 		now := time.Now()
@@ -341,6 +361,9 @@ func (x *exchange) relay(dst io.Writer, flush func() error, src io.Reader, sent 
 		mm.firstByte().Observe(now.Sub(sent).Seconds())
 	}
 	wrote := func(n int) { fl.outBytes.Add(int64(n)) }
+	if events {
+		return httpx.RelayEvents(dst, flush, src, first, wrote)
+	}
 	return httpx.Relay(dst, flush, src, first, wrote)
 }
 
