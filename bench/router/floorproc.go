@@ -88,7 +88,8 @@ func FloorNote(router, floor, nginx float64) string {
 	}
 	if floor/nginx > cpuTarget {
 		return s + fmt.Sprintf("So what limits the router's CPU per request is net/http and http.Transport themselves: "+
-			"no proxy on them reaches %.1f× Nginx on this machine unless the library's own cost per request falls.", cpuTarget)
+			"used plainly they already cost more than %.1f× Nginx on this machine, so the target needs the library's own cost per request to fall, "+
+			"not only the router's.", cpuTarget)
 	}
 	return s + fmt.Sprintf("The library leaves room for %.1f× Nginx; what the router spends beyond that is its own.", cpuTarget)
 }

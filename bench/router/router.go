@@ -4,8 +4,8 @@
 // delay). The router is the real binary, routing by model through real
 // discovery (mentatd daemon + agent + enginesim). Beside it runs the
 // net/http floor (package floor): a proxy made of net/http's server and one
-// http.Transport RoundTrip and nothing else, the least any router on that
-// library can cost.
+// http.Transport RoundTrip and nothing else, what the library costs used
+// plainly, without the router's own work.
 package router
 
 import (
@@ -209,7 +209,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		"`%s` is the least a proxy on net/http can do: net/http's server reads the body into a pooled buffer, one `http.Transport` "+
 		"RoundTrip sends it to the same engine (keep-alive, 256 idle connections per engine, no compression, no proxy), and the status, "+
 		"headers and body are copied back, event streams flushed per chunk; no routing, metrics, logging or limits (`bench/router/floor`, "+
-		"pinned like the router). A router built on net/http cannot cost less than this row. "+
+		"pinned like the router). This row is what net/http and http.Transport cost used plainly: the router's figure above it is the router's own work. "+
 		"%d round(s) of %s per measurement, paths interleaved; medians shown.\n\n",
 		streamTTFT, streamITL, streamToks, strings.Join(cl.RouterEnvUsed, " "), floorPath, cfg.Rounds, cfg.Duration)
 	b.WriteString("Small request: `" + string(small) + "` (answer ≈ 0.6 KiB). 1 MiB request: the same with 1 MiB of padding in a field the engine ignores, placed before `model`.\n\n")
@@ -243,7 +243,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				res.FloorCPUVsNginx = res.FloorCPU / res.NginxCPU
 			}
 			fmt.Fprintf(&b, "What limits throughput here: %s %s %s %s\n\n", compare.Limit("router", aggs["router"], "proxy", "engine", d),
-				compare.Limit("the net/http floor", aggs[floorPath], "proxy", "engine", d),
+				compare.Limit(floorPath, aggs[floorPath], "proxy", "engine", d),
 				compare.Limit("Nginx", aggs["nginx"], "proxy", "engine", d), FloorNote(res.RouterCPU, res.FloorCPU, res.NginxCPU))
 		}
 	}
