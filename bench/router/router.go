@@ -206,7 +206,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		"(`--ttft %s --itl %s --jitter 0 --prefill-per-token 0 --decode-knee 0`, %d tokens), each started by a `mentatd agent` registered with one `mentatd daemon`; "+
 		"the router finds them through the daemon (`%s`). Nginx 1 worker, `proxy_pass` to an `upstream` block with `keepalive 256`, "+
 		"HTTP/1.1, `proxy_buffering off` (config below). "+
-		"`%s` is the least a proxy on net/http can do: net/http's server reads the body into a pooled buffer, one `http.Transport` "+
+		"`%s` does only what every proxy on net/http must: net/http's server reads the body into a pooled buffer, one `http.Transport` "+
 		"RoundTrip sends it to the same engine (keep-alive, 256 idle connections per engine, no compression, no proxy), and the status, "+
 		"headers and body are copied back, event streams flushed per chunk; no routing, metrics, logging or limits (`bench/router/floor`, "+
 		"pinned like the router). This row is what net/http and http.Transport cost used plainly: the router's figure above it is the router's own work. "+
