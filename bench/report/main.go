@@ -23,11 +23,15 @@ import (
 	"time"
 
 	"github.com/fe64bb06/frontdoor/bench/internal/sse"
+	"github.com/fe64bb06/frontdoor/bench/router/floor"
 )
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == sse.ChildArg {
 		os.Exit(sse.Main(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == floor.ChildArg {
+		os.Exit(floor.Main(os.Args[2:]))
 	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/report:", err)

@@ -2,7 +2,10 @@
 // the engine directly, on loopback, in one run: small non-streaming chat
 // requests, 1 MiB bodies, and streams (time to first frame, inter-frame
 // delay). The router is the real binary, routing by model through real
-// discovery (mentatd daemon + agent + enginesim).
+// discovery (mentatd daemon + agent + enginesim). Beside it runs the
+// net/http floor (package floor): a proxy made of net/http's server and one
+// http.Transport RoundTrip and nothing else, what the library costs used
+// plainly, without the router's own work.
 package router
 
 import (
@@ -70,8 +73,11 @@ const (
 	streamToks  = 20
 )
 
+// floorPath names the net/http floor in the tables.
+const floorPath = "net/http floor"
+
 // Paths, in the order every measurement visits them.
-var paths = []string{"direct", "nginx", "router"}
+var paths = []string{"direct", "nginx", floorPath, "router"}
 
 // Result is the section of the report plus the figures the summary
 // checks against the targets.
@@ -84,9 +90,17 @@ type Result struct {
 	// RouterCPU and NginxCPU are the proxy's CPU µs per request, small
 	// requests at Conns connections; CPUVsNginx their ratio.
 	RouterCPU, NginxCPU, CPUVsNginx float64
+	// FloorCPU is the net/http floor's CPU µs per request at Conns
+	// connections, FloorCPUVsNginx its ratio to Nginx's; FloorAddedP50
+	// its p50 minus direct's at one connection.
+	FloorCPU, FloorCPUVsNginx float64
+	FloorAddedP50             time.Duration
 	// BigVsNginx is the router's 1 MiB throughput over Nginx's, the lower
 	// of the 1- and 8-connection loads (BigVsNginx1, BigVsNginx8).
 	BigVsNginx, BigVsNginx1, BigVsNginx8 float64
+	// FloorBigVsNginx1 and FloorBigVsNginx8 are the floor's 1 MiB
+	// throughput over Nginx's at 1 and 8 connections.
+	FloorBigVsNginx1, FloorBigVsNginx8 float64
 	// Streams are the router's stream figures over direct's: TTFF p50 and
 	// gap p50 ratios, and frames that arrived coalesced (gap < 1 ms).
 	StreamTTFF, StreamGap float64
@@ -110,6 +124,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("nginx: %w", err)
 	}
 	defer ng.Stop()
+	fl, err := startFloor(ctx, cfg.Self, cfg.WorkDir, cfg.ServerCPUs, map[string]int{"fast": cl.EnginePort["fast"], "stream": cl.EnginePort["stream"]})
+	if err != nil {
+		return Result{}, fmt.Errorf("net/http floor: %w", err)
+	}
+	defer fl.Proc.Stop()
 
 	base := func(path, group string) string {
 		switch path {
@@ -117,6 +136,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return cl.EngineURL(group)
 		case "nginx":
 			return ng.URL(group)
+		case floorPath:
+			return fl.URL(group)
 		}
 		return cl.RouterURL
 	}
@@ -147,9 +168,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	engine := compare.Proc{Label: "engine", PID: cl.EnginePID("fast")}
 	fast := map[string]compare.Path{
-		"direct": {Name: "direct", URL: base("direct", "fast") + chat, Procs: []compare.Proc{engine}},
-		"nginx":  {Name: "nginx", URL: base("nginx", "fast") + chat, Procs: []compare.Proc{{Label: "proxy", PID: ng.Proc.PID()}, engine}},
-		"router": {Name: "router", URL: base("router", "fast") + chat, Procs: []compare.Proc{{Label: "proxy", PID: cl.Router.PID()}, engine}},
+		"direct":  {Name: "direct", URL: base("direct", "fast") + chat, Procs: []compare.Proc{engine}},
+		"nginx":   {Name: "nginx", URL: base("nginx", "fast") + chat, Procs: []compare.Proc{{Label: "proxy", PID: ng.Proc.PID()}, engine}},
+		floorPath: {Name: floorPath, URL: base(floorPath, "fast") + chat, Procs: []compare.Proc{{Label: "proxy", PID: fl.Proc.PID()}, engine}},
+		"router":  {Name: "router", URL: base("router", "fast") + chat, Procs: []compare.Proc{{Label: "proxy", PID: cl.Router.PID()}, engine}},
 	}
 	wres := map[string][]compare.Measured{} // load|path → rounds
 	sres := map[string][]sse.StreamResult{}
@@ -183,8 +205,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	fmt.Fprintf(&b, "Engines: enginesim group `fast` (`--ttft 0 --itl 0 --jitter 0 --prefill-per-token 0 --decode-knee 0`, answers at once) and group `stream` "+
 		"(`--ttft %s --itl %s --jitter 0 --prefill-per-token 0 --decode-knee 0`, %d tokens), each started by a `mentatd agent` registered with one `mentatd daemon`; "+
 		"the router finds them through the daemon (`%s`). Nginx 1 worker, `proxy_pass` to an `upstream` block with `keepalive 256`, "+
-		"HTTP/1.1, `proxy_buffering off` (config below). %d round(s) of %s per measurement, paths interleaved; medians shown.\n\n",
-		streamTTFT, streamITL, streamToks, strings.Join(cl.RouterEnvUsed, " "), cfg.Rounds, cfg.Duration)
+		"HTTP/1.1, `proxy_buffering off` (config below). "+
+		"`%s` does only what every proxy on net/http must: net/http's server reads the body into a pooled buffer, one `http.Transport` "+
+		"RoundTrip sends it to the same engine (keep-alive, 256 idle connections per engine, no compression, no proxy), and the status, "+
+		"headers and body are copied back, event streams flushed per chunk; no routing, metrics, logging or limits (`bench/router/floor`, "+
+		"pinned like the router). This row is what net/http and http.Transport cost used plainly: the router's figure above it is the router's own work. "+
+		"%d round(s) of %s per measurement, paths interleaved; medians shown.\n\n",
+		streamTTFT, streamITL, streamToks, strings.Join(cl.RouterEnvUsed, " "), floorPath, cfg.Rounds, cfg.Duration)
 	b.WriteString("Small request: `" + string(small) + "` (answer ≈ 0.6 KiB). 1 MiB request: the same with 1 MiB of padding in a field the engine ignores, placed before `model`.\n\n")
 
 	for _, l := range loads {
@@ -197,22 +224,27 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if l.small && l.conns == 1 {
 			res.AddedP50 = aggs["router"].P50 - d.P50
 			res.NginxAddedP50 = aggs["nginx"].P50 - d.P50
+			res.FloorAddedP50 = aggs[floorPath].P50 - d.P50
 		}
 		if !l.small && aggs["nginx"].RPS > 0 {
-			if v := aggs["router"].RPS / aggs["nginx"].RPS; l.conns == 1 {
-				res.BigVsNginx1 = v
+			v, fv := aggs["router"].RPS/aggs["nginx"].RPS, aggs[floorPath].RPS/aggs["nginx"].RPS
+			if l.conns == 1 {
+				res.BigVsNginx1, res.FloorBigVsNginx1 = v, fv
 			} else {
-				res.BigVsNginx8 = v
+				res.BigVsNginx8, res.FloorBigVsNginx8 = v, fv
 			}
 		}
 		if l.small && l.conns > 1 {
 			res.RouterVsNginx = aggs["router"].RPS / aggs["nginx"].RPS
 			res.RouterCPU, res.NginxCPU = aggs["router"].CPUus["proxy"], aggs["nginx"].CPUus["proxy"]
+			res.FloorCPU = aggs[floorPath].CPUus["proxy"]
 			if res.NginxCPU > 0 {
 				res.CPUVsNginx = res.RouterCPU / res.NginxCPU
+				res.FloorCPUVsNginx = res.FloorCPU / res.NginxCPU
 			}
-			fmt.Fprintf(&b, "What limits throughput here: %s %s\n\n", compare.Limit("router", aggs["router"], "proxy", "engine", d),
-				compare.Limit("Nginx", aggs["nginx"], "proxy", "engine", d))
+			fmt.Fprintf(&b, "What limits throughput here: %s %s %s %s\n\n", compare.Limit("router", aggs["router"], "proxy", "engine", d),
+				compare.Limit(floorPath, aggs[floorPath], "proxy", "engine", d),
+				compare.Limit("Nginx", aggs["nginx"], "proxy", "engine", d), FloorNote(res.RouterCPU, res.FloorCPU, res.NginxCPU))
 		}
 	}
 
@@ -241,6 +273,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	b.WriteString(compare.CPUNote + "\n")
 	b.WriteString("Commands (the streaming client is this benchmark's own binary run as `sse-client streams`, pinned the same way):\n\n```\n")
 	b.WriteString(strings.Join(commands, "\n"))
+	b.WriteString("\n" + fl.Command + "   # the net/http floor: this benchmark's own binary (go build ./bench/report) run as `floor-proxy`")
 	b.WriteString("\n```\n\n`small.lua` and `1mib.lua` (the body file differs; the budget is the run's request bound per thread):\n\n```lua\n" +
 		fmt.Sprintf(wrk.Script, "small.body", "", cfg.MaxRequests) + "```\n\nNginx configuration:\n\n```nginx\n" + ng.Config + "```\n")
 	res.Markdown = b.String()

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,4 +169,16 @@ func Eventually(ctx context.Context, timeout time.Duration, what string, cond fu
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// WaitListening waits until a TCP connection to addr succeeds, for at
+// most timeout or until proc exits.
+func WaitListening(ctx context.Context, timeout time.Duration, what, addr string, proc *Proc) error {
+	return Eventually(ctx, timeout, what+" listening on "+addr, func() error {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}, proc)
 }

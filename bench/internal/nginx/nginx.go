@@ -6,7 +6,6 @@ package nginx
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -73,13 +72,7 @@ func StartWith(ctx context.Context, dir, cpus string, upstreams map[string]int, 
 	}
 	for _, name := range names {
 		addr := fmt.Sprintf("127.0.0.1:%d", n.Port[name])
-		err := harness.Eventually(ctx, 10*time.Second, "nginx listening on "+addr, func() error {
-			c, err := net.DialTimeout("tcp", addr, time.Second)
-			if err == nil {
-				c.Close()
-			}
-			return err
-		}, n.Proc)
+		err := harness.WaitListening(ctx, 10*time.Second, "nginx", addr, n.Proc)
 		if err != nil {
 			n.Proc.Stop()
 			return nil, err
