@@ -120,19 +120,46 @@ func parseFast(body []byte, lim Limits) *Parsed {
 
 	p.Data = make([][]byte, len(images))
 	for i, raw := range images {
-		enc := base64.RawStdEncoding
-		if raw[len(raw)-1] == '=' {
-			enc = base64.StdEncoding
-		}
-		b := p.buffer(enc.DecodedLen(len(raw)))
-		n, err := enc.Decode(b, raw)
-		if err != nil || n == 0 {
+		b, ok := decodeImage(p.buffer, raw)
+		if !ok {
 			p.Release()
 			return nil
 		}
-		p.Data[i] = b[:n]
+		p.Data[i] = b
 	}
 	return p
+}
+
+// decodeImage decodes one image string (padded or not) into a buffer from
+// alloc. It reports false for anything parseFull would not decode to the
+// same bytes. The decoder skips CR and LF, which JSON forbids raw in a
+// string; rather than scan the string for them, the decoded length is
+// checked: any skipped character makes it shorter than the string's length
+// implies. That holds for the lengths a string without skipped characters
+// can have (a whole number of quads when padded, not one character past a
+// quad when not); a skipped character in a string of any other length could
+// go unseen, so those are left to parseFull.
+func decodeImage(alloc func(int) []byte, raw []byte) ([]byte, bool) {
+	enc, want := base64.RawStdEncoding, len(raw)*6/8
+	if len(raw)%4 == 1 {
+		return nil, false
+	}
+	if raw[len(raw)-1] == '=' {
+		pad := 1
+		if len(raw) > 1 && raw[len(raw)-2] == '=' {
+			pad = 2
+		}
+		enc, want = base64.StdEncoding, len(raw)/4*3-pad
+		if len(raw)%4 != 0 {
+			return nil, false
+		}
+	}
+	b := alloc(enc.DecodedLen(len(raw)))
+	n, err := enc.Decode(b, raw)
+	if err != nil || n == 0 || n != want {
+		return nil, false
+	}
+	return b[:n], true
 }
 
 // scanner walks a JSON document for parseFast; every method reports false
@@ -183,10 +210,8 @@ func (s *scanner) plainString() ([]byte, bool) {
 }
 
 // base64Array reads an array of non-empty strings and returns their
-// contents. It does not look inside them: the caller's base64 decoder
-// refuses anything but the alphabet and padding (escapes included), except
-// line breaks, which it would skip and JSON forbids raw, so those are
-// refused here.
+// contents. It does not look inside them: decodeImage refuses anything but
+// the alphabet and padding, escapes and raw line breaks included.
 func (s *scanner) base64Array() ([][]byte, bool) {
 	if !s.eat('[') {
 		return nil, false
@@ -201,12 +226,8 @@ func (s *scanner) base64Array() ([][]byte, bool) {
 		if end <= 0 {
 			return nil, false
 		}
-		raw := s.b[s.i : s.i+end]
-		if bytes.IndexByte(raw, '\n') >= 0 || bytes.IndexByte(raw, '\r') >= 0 {
-			return nil, false
-		}
+		out = append(out, s.b[s.i:s.i+end])
 		s.i += end + 1
-		out = append(out, raw)
 		s.ws()
 		if s.eat(',') {
 			continue
