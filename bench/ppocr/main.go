@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"image"
+	"image/jpeg"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -86,6 +87,7 @@ func run() error {
 	threads := flag.Int("threads", 1, "ONNX Runtime intra-op threads per session: in-process, and the server's intra_op_threads")
 	which := flag.String("models", allModels, "comma-separated: "+allModels)
 	skipHTTP := flag.Bool("skip-http", false, "only the in-process limit")
+	photos := flag.String("photos", "jpeg", "encoding of the zoo's photographs: jpeg (quality 90, as a camera or a browser sends a photo) or png (the skimage file as shipped: about 1 MB of base64 for 512×512)")
 	out := flag.String("out", filepath.Join(root, "bench", "out", "ppocr.md"), "Markdown report file")
 	flag.Parse()
 	if *rounds < 1 || *d <= 0 || *workers < 1 || *threads < 1 || *batch < 1 || *clients < 1 {
@@ -123,7 +125,7 @@ func run() error {
 		}
 		item, what := img, fmt.Sprintf("the %q line", textimg.TextHello)
 		if tg.photo != "" {
-			if item, err = photo(tg.photo, tg.crop); err != nil {
+			if item, err = photo(tg.photo, tg.crop, *photos); err != nil {
 				return err
 			}
 			what = "skimage " + tg.photo
@@ -131,11 +133,11 @@ func run() error {
 				what += fmt.Sprintf(" cut at %v", tg.crop.Min)
 			}
 		}
-		cfg, err := png.DecodeConfig(bytes.NewReader(item))
+		cfg, format, err := image.DecodeConfig(bytes.NewReader(item))
 		if err != nil {
 			return fmt.Errorf("%s: %w", tg.id, err)
 		}
-		inputs = append(inputs, fmt.Sprintf("%s %s (%d×%d PNG, %d KB)", tg.id, what, cfg.Width, cfg.Height, (len(item)+512)>>10))
+		inputs = append(inputs, fmt.Sprintf("%s %s (%d×%d %s, %d KB)", tg.id, what, cfg.Width, cfg.Height, strings.ToUpper(format), (len(item)+512)>>10))
 		modelConf := filepath.Join(root, tg.modelConf)
 		for _, b := range []int{1, *batch} {
 			mode := "off"
@@ -160,9 +162,9 @@ func run() error {
 		*d, *rounds, warm, minBatches, strings.Join(inputs, "; "), load0, loadAvg())
 	notes := "\nBoth paths run the same model instances' code: the loop's instances are built by the same factory from the same model TOML " +
 		"with the same intra-op threads, as many as the server's worker_nums, and each loop goroutine runs, per item, what a program of " +
-		"its own would: Prepare on the same PNG bytes (decode, resize, the model's input) then Run (the session and the answer, mask and " +
+		"its own would: Prepare on the same image bytes (decode, resize, the model's input) then Run (the session and the answer, mask and " +
 		"upscaled PNG included); the loop's process has the server's Go heap floor (server.RaiseHeapFloor), so both run the same garbage " +
-		"collector. The server adds HTTP, the JSON envelope, base64 (the body is 4/3 of the PNG), the queue and the JSON answer; its " +
+		"collector. The server adds HTTP, the JSON envelope, base64 (the body is 4/3 of the image file), the queue and the JSON answer; its " +
 		"clients (pre-built request bytes, keep-alive, a minimal HTTP/1.1 reader) run in this process on the same cores. " +
 		"Items/s and the ratio are over all rounds; \"per round\" is the lowest and highest round ratio. CPU ms/item is user+system " +
 		"time per item: in-process, this process; HTTP, the server plus its clients. CPU ratio is the in-process CPU per item over the " +
@@ -239,21 +241,30 @@ func scenario(rep *strings.Builder, tg target, mode, modelConf, lib, bin, root, 
 }
 
 // photo reads a python3-skimage photograph, cut to crop when that is not
-// empty.
-func photo(name string, crop image.Rectangle) ([]byte, error) {
+// empty, in format: png (unchanged when not cut) or jpeg (quality 90).
+func photo(name string, crop image.Rectangle, format string) ([]byte, error) {
+	if format != "png" && format != "jpeg" {
+		return nil, fmt.Errorf("-photos %q: want jpeg or png", format)
+	}
 	b, err := os.ReadFile(filepath.Join(modeltest.PhotoDir, name))
-	if err != nil || crop.Empty() {
+	if err != nil || (crop.Empty() && format == "png") {
 		return b, err
 	}
 	img, err := png.Decode(bytes.NewReader(b))
 	if err != nil {
 		return nil, err
 	}
-	sub := img.(interface {
-		SubImage(image.Rectangle) image.Image
-	}).SubImage(crop)
+	if !crop.Empty() {
+		img = img.(interface {
+			SubImage(image.Rectangle) image.Image
+		}).SubImage(crop)
+	}
 	var out bytes.Buffer
-	err = png.Encode(&out, sub)
+	if format == "jpeg" {
+		err = jpeg.Encode(&out, img, &jpeg.Options{Quality: 90})
+	} else {
+		err = png.Encode(&out, img)
+	}
 	return out.Bytes(), err
 }
 
