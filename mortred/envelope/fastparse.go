@@ -1,8 +1,10 @@
 package envelope
 
 import (
-	"encoding/base64"
+	"bytes"
 	"encoding/json"
+
+	"github.com/segmentio/asm/base64"
 )
 
 // parseFast accepts the common, well-formed request in one pass over body:
@@ -10,8 +12,12 @@ import (
 // and whose images are plain base64 strings. The images are decoded from
 // body's bytes directly; encoding/json would scan each multi-kilobyte string
 // several times (validation, the top-level object, the array, the string)
-// and copy it twice before base64 runs. The small req_id, params and options
-// values go through encoding/json as parseFull's do.
+// and copy it twice before base64 runs. An image string is found with one
+// byte search for its closing quote and then decoded straight into a pooled
+// buffer by an AVX2 base64 decoder (about six times the standard library's
+// speed); the decoder itself is the alphabet check, so the string is read
+// once. The small req_id, params and options values go through
+// encoding/json as parseFull's do.
 //
 // It returns nil for anything else — a request parseFull would refuse, or an
 // unusual but valid one (escapes or line breaks in the base64, a repeated
@@ -112,21 +118,48 @@ func parseFast(body []byte, lim Limits) *Parsed {
 		return nil
 	}
 
-	p.Images = make([]string, len(images))
 	p.Data = make([][]byte, len(images))
 	for i, raw := range images {
-		enc := base64.RawStdEncoding
-		if raw[len(raw)-1] == '=' {
-			enc = base64.StdEncoding
-		}
-		b := make([]byte, enc.DecodedLen(len(raw)))
-		n, err := enc.Decode(b, raw)
-		if err != nil || n == 0 {
+		b, ok := decodeImage(p.buffer, raw)
+		if !ok {
+			p.Release()
 			return nil
 		}
-		p.Images[i], p.Data[i] = string(raw), b[:n]
+		p.Data[i] = b
 	}
 	return p
+}
+
+// decodeImage decodes one image string (padded or not) into a buffer from
+// alloc. It reports false for anything parseFull would not decode to the
+// same bytes. The decoder skips CR and LF, which JSON forbids raw in a
+// string; rather than scan the string for them, the decoded length is
+// checked: any skipped character makes it shorter than the string's length
+// implies. That holds for the lengths a string without skipped characters
+// can have (a whole number of quads when padded, not one character past a
+// quad when not); a skipped character in a string of any other length could
+// go unseen, so those are left to parseFull.
+func decodeImage(alloc func(int) []byte, raw []byte) ([]byte, bool) {
+	enc, want := base64.RawStdEncoding, len(raw)*6/8
+	if len(raw)%4 == 1 {
+		return nil, false
+	}
+	if raw[len(raw)-1] == '=' {
+		pad := 1
+		if len(raw) > 1 && raw[len(raw)-2] == '=' {
+			pad = 2
+		}
+		enc, want = base64.StdEncoding, len(raw)/4*3-pad
+		if len(raw)%4 != 0 {
+			return nil, false
+		}
+	}
+	b := alloc(enc.DecodedLen(len(raw)))
+	n, err := enc.Decode(b, raw)
+	if err != nil || n == 0 || n != want {
+		return nil, false
+	}
+	return b[:n], true
 }
 
 // scanner walks a JSON document for parseFast; every method reports false
@@ -176,8 +209,9 @@ func (s *scanner) plainString() ([]byte, bool) {
 	return nil, false
 }
 
-// base64Array reads an array of non-empty strings made only of the standard
-// base64 alphabet and padding, and returns their contents.
+// base64Array reads an array of non-empty strings and returns their
+// contents. It does not look inside them: decodeImage refuses anything but
+// the alphabet and padding, escapes and raw line breaks included.
 func (s *scanner) base64Array() ([][]byte, bool) {
 	if !s.eat('[') {
 		return nil, false
@@ -188,14 +222,12 @@ func (s *scanner) base64Array() ([][]byte, bool) {
 		if !s.eat('"') {
 			return nil, false
 		}
-		start := s.i
-		for s.i < len(s.b) && isBase64[s.b[s.i]] {
-			s.i++
-		}
-		if !s.eat('"') || s.i-1 == start {
+		end := bytes.IndexByte(s.b[s.i:], '"')
+		if end <= 0 {
 			return nil, false
 		}
-		out = append(out, s.b[start:s.i-1])
+		out = append(out, s.b[s.i:s.i+end])
+		s.i += end + 1
 		s.ws()
 		if s.eat(',') {
 			continue
@@ -248,10 +280,3 @@ func (s *scanner) done(start int) ([]byte, bool) {
 	v := s.b[start:s.i]
 	return v, len(v) > 0 && json.Valid(v)
 }
-
-var isBase64 = func() (t [256]bool) {
-	for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=" {
-		t[c] = true
-	}
-	return t
-}()

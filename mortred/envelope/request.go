@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Request is the data-plane request envelope (POST {server_uri}, POST /jobs).
@@ -28,11 +29,48 @@ type FieldError struct {
 const MigrationHint = `field 'img_data' was removed; use images: ["<base64>"] (migration: img_data -> images[0])`
 
 // Parsed is a request that passed the envelope checks, with its images
-// decoded from base64.
+// decoded from base64 into Data. Request.Images stays empty: a copy of the
+// base64 text would cost as much as the decoding and nobody reads it.
 type Parsed struct {
 	Request
 	Data   [][]byte
 	Output OutputOptions
+	pooled []*[]byte // Data's buffers, given back by Release
+}
+
+// dataPool holds decoded-image buffers: an image is decoded, turned into the
+// model's input by Prepare (which keeps no reference to the bytes) and
+// dropped within its request, so a fresh multi-megabyte buffer per image
+// would only feed the collector and the kernel's page faults.
+var dataPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledData bounds the buffers kept: one huge image must not pin its
+// memory in the pool.
+const maxPooledData = 8 << 20
+
+// buffer returns n bytes from the pool, owned by p until Release.
+func (p *Parsed) buffer(n int) []byte {
+	b := dataPool.Get().(*[]byte)
+	if cap(*b) < n {
+		*b = make([]byte, n)
+	}
+	p.pooled = append(p.pooled, b)
+	return (*b)[:n]
+}
+
+// Release hands Data's buffers back for reuse and clears Data. Call it once
+// nothing reads Data any more (the server: when every image is prepared);
+// calling it again, or on nil, does nothing.
+func (p *Parsed) Release() {
+	if p == nil {
+		return
+	}
+	for _, b := range p.pooled {
+		if cap(*b) <= maxPooledData {
+			dataPool.Put(b)
+		}
+	}
+	p.pooled, p.Data = nil, nil
 }
 
 // OutputOptions are the decoded options object.
@@ -144,7 +182,6 @@ func parseFull(body []byte, lim Limits) (*Parsed, *RequestError) {
 			errs = append(errs, FieldError{Pointer: "/images", Message: "images must hold at least one base64 string"})
 			break
 		}
-		p.Images = make([]string, len(items))
 		p.Data = make([][]byte, len(items))
 		for i, it := range items {
 			ptr := fmt.Sprintf("/images/%d", i)
@@ -153,7 +190,6 @@ func parseFull(body []byte, lim Limits) (*Parsed, *RequestError) {
 				errs = append(errs, FieldError{Pointer: ptr, Message: "each image must be a base64 string"})
 				continue
 			}
-			p.Images[i] = s
 			if strings.TrimSpace(s) == "" {
 				empty = append(empty, i)
 				continue

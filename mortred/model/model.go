@@ -47,7 +47,9 @@ type Model interface {
 	// Nil means valid.
 	ValidateParams(params map[string]json.RawMessage) []FieldError
 	// Prepare decodes and pre-processes one image. An error fails only that
-	// item; return an *ItemError to choose its status.
+	// item; return an *ItemError to choose its status. It must not keep
+	// image (or a slice of it) after it returns: the server reuses the
+	// buffer for the next request.
 	Prepare(image []byte, params map[string]json.RawMessage) (Input, error)
 	// Run runs one batch and returns exactly len(batch) results, in order. A
 	// non-nil error is a session-level failure: every item of the batch fails

@@ -11,14 +11,17 @@ import (
 var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // maxPooledBody bounds the buffers kept: one huge request must not pin its
-// memory in the pool.
-const maxPooledBody = 1 << 20
+// memory in the pool. A photograph of a few megapixels is a body of one to a
+// few megabytes of base64, so the bound is well above that.
+const maxPooledBody = 8 << 20
 
 // getBody returns a pooled buffer with room for a declared Content-Length
-// (plus one byte, to see EOF without growing).
+// (plus one byte, to see EOF without growing). The caller has checked the
+// length against request_size_limit; a buffer grown from nothing would copy
+// a megabyte body some dozen times on its way up.
 func getBody(contentLength int64) *[]byte {
 	b := bodyPool.Get().(*[]byte)
-	if contentLength >= 0 && contentLength < maxPooledBody && int64(cap(*b)) < contentLength+1 {
+	if contentLength >= 0 && int64(cap(*b)) < contentLength+1 {
 		*b = make([]byte, 0, contentLength+1)
 	}
 	return b

@@ -89,6 +89,9 @@ func (s *Server) infer(ctx context.Context, p *envelope.Parsed, taskID string, a
 		}
 		items = append(items, &item{call: c, idx: i, input: in})
 	}
+	// Prepare keeps no reference to the image bytes (model.Model), so their
+	// buffers go back to the envelope's pool before the wait.
+	p.Release()
 	if len(items) > 0 && !s.q.push(items, force) {
 		s.m.queueRejected.WithLabelValues("model").Inc()
 		return nil, &errQueueFull{retry: s.q.retryAfter()}
