@@ -60,7 +60,7 @@ func runPPOCR(ctx context.Context, cfg config) (string, []target, error) {
 		"request and per body byte over the least model work. The zoo's photograph goes as a 512×512 JPEG of 66 KB, as a camera or " +
 		"a browser would send it; sent as the skimage PNG itself (`bench/ppocr -photos png`: 773 KB, about 1 MB of base64 per request) " +
 		"the per-byte costs (the socket copies on both sides, base64) keep BLAZEFACE, whose model work is smallest, below the target; " +
-		"the slow ones (NANODET, REALESRGAN_X4 batching on) have few batches per round, so their rounds are stretched to 8 batch times " +
+		"the slow ones (NANODET, CENTERNET, the two REALESRGAN models batching on) have few batches per round, so their rounds are stretched to 8 batch times " +
 		"and their figures are the noisiest under other load.\n\n```\n" + command + "\n```\n"
 	return md, ppocrTargets(text), nil
 }
