@@ -8,16 +8,15 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/internal/gcfloor"
 	"github.com/fe64bb06/frontdoor/internal/httpx"
 	"github.com/fe64bb06/frontdoor/mentat/serve"
 	"github.com/fe64bb06/frontdoor/mentat/serve/balance"
-	"github.com/fe64bb06/frontdoor/mentat/serve/gcfloor"
 	"github.com/fe64bb06/frontdoor/mentat/serve/mcp"
 	"github.com/fe64bb06/frontdoor/mentat/serve/proxy"
 	rroutes "github.com/fe64bb06/frontdoor/mentat/serve/routes"
@@ -175,11 +174,7 @@ func Main(env envconf.Env, log *slog.Logger) int {
 		log.Error("start_failed", "err", err)
 		return 1
 	}
-	// The runtime reads GOGC from the process environment: an operator's
-	// value (GOGC=100 included) wins over the floor.
-	if _, set := os.LookupEnv("GOGC"); !set {
-		defer gcfloor.Start(gcfloor.DefaultFloor, 100).Stop()
-	}
+	defer gcfloor.Auto().Stop()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := a.Run(ctx); err != nil {
