@@ -16,6 +16,7 @@ import (
 
 	"github.com/fe64bb06/frontdoor/bench/internal/cluster"
 	"github.com/fe64bb06/frontdoor/bench/internal/compare"
+	"github.com/fe64bb06/frontdoor/bench/internal/floorproc"
 	"github.com/fe64bb06/frontdoor/bench/internal/harness"
 	"github.com/fe64bb06/frontdoor/bench/internal/nginx"
 	"github.com/fe64bb06/frontdoor/bench/internal/sse"
@@ -124,7 +125,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("nginx: %w", err)
 	}
 	defer ng.Stop()
-	fl, err := startFloor(ctx, cfg.Self, cfg.WorkDir, cfg.ServerCPUs, map[string]int{"fast": cl.EnginePort["fast"], "stream": cl.EnginePort["stream"]})
+	fl, err := floorproc.Start(ctx, cfg.Self, cfg.WorkDir, "floor-proxy", cfg.ServerCPUs, map[string]int{"fast": cl.EnginePort["fast"], "stream": cl.EnginePort["stream"]})
 	if err != nil {
 		return Result{}, fmt.Errorf("net/http floor: %w", err)
 	}
