@@ -28,3 +28,13 @@ func TestFloorNote(t *testing.T) {
 		}
 	}
 }
+
+// Every path's name makes a file name of one component: wrk's script is
+// written under it.
+func TestFileName(t *testing.T) {
+	for n, want := range map[string]string{"direct": "direct", gwOwn: "gateway-own-core", floorA: "net-http-floor", floorOwn: "net-http-floor-own-core"} {
+		if got := fileName(n); got != want {
+			t.Errorf("fileName(%q) = %q, want %q", n, got, want)
+		}
+	}
+}

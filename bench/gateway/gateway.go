@@ -385,9 +385,9 @@ func medianBusy(rs [][2]float64) [2]float64 {
 }
 
 // fileName turns a path name into a file name part ("gateway, own core"
-// → "gateway-own-core").
+// → "gateway-own-core", "net/http floor" → "net-http-floor").
 func fileName(n string) string {
-	return strings.Join(strings.FieldsFunc(n, func(r rune) bool { return r == ',' || r == ' ' }), "-")
+	return strings.Join(strings.FieldsFunc(n, func(r rune) bool { return r == ',' || r == ' ' || r == '/' }), "-")
 }
 
 // writeConf writes one control-plane file per gateway port (the gateways
