@@ -10,9 +10,9 @@ func TestFloorNote(t *testing.T) {
 		gw, floor, gwCPU, floorCPU float64
 		want                       []string
 	}{
-		{0.91, 0.93, 61.2, 48.5, []string{"floor reaches 0.93× direct spending 48.5 µs", "gateway 0.91× spending 61.2 µs (+12.7 µs",
+		{0.91, 0.93, 61.2, 48.5, []string{"floor reaches 0.93× direct spending 48.5 µs", "gateway 0.91× spending 61.2 µs (12.7 µs more: its own work",
 			"stays under 0.95×", "net/http and http.Transport"}},
-		{0.91, 0.97, 61.2, 40, []string{"floor reaches 0.97×", "reaches 0.95× here: what the gateway falls short by is its own"}},
+		{0.91, 0.97, 38, 40, []string{"floor reaches 0.97×", "(2.0 µs less than the floor)", "reaches 0.95× here: what the gateway falls short by is its own"}},
 	}
 	for _, c := range cases {
 		got := FloorNote(c.gw, c.floor, c.gwCPU, c.floorCPU)

@@ -551,7 +551,12 @@ func FloorNote(gw, floor, gwCPU, floorCPU float64) string {
 		return ""
 	}
 	s := fmt.Sprintf("In the gateway's place the net/http floor reaches %.2f× direct spending %.1f µs of CPU per request; "+
-		"the gateway %.2f× spending %.1f µs (%+.1f µs, its auth, rewriting, metrics and limits). ", floor, floorCPU, gw, gwCPU, gwCPU-floorCPU)
+		"the gateway %.2f× spending %.1f µs", floor, floorCPU, gw, gwCPU)
+	if d := gwCPU - floorCPU; d >= 0 {
+		s += fmt.Sprintf(" (%.1f µs more: its own work, the token check, URI mapping, metrics and limits). ", d)
+	} else {
+		s += fmt.Sprintf(" (%.1f µs less than the floor). ", -d)
+	}
 	if floor < ownTarget {
 		return s + fmt.Sprintf("The library alone stays under %.2f× here, so what limits the gateway's figure is net/http and "+
 			"http.Transport used for this hop at all on this machine, not only the gateway's own work.", ownTarget)
