@@ -6,7 +6,10 @@
 // front of the same model server: A on the model server's core (its CPU
 // is charged against the model: the worst case) and B on the load
 // generator's core (the model server keeps its own: does the proxy cost
-// the model throughput when the proxy has CPU of its own).
+// the model throughput when the proxy has CPU of its own). Beside them,
+// in both placements, the net/http floor (bench/router/floor): net/http's
+// server and one http.Transport RoundTrip, forwarding the direct request
+// as it is, to show what the library alone costs on this hop.
 package gateway
 
 import (
@@ -21,6 +24,7 @@ import (
 	"time"
 
 	"github.com/fe64bb06/frontdoor/bench/internal/compare"
+	"github.com/fe64bb06/frontdoor/bench/internal/floorproc"
 	"github.com/fe64bb06/frontdoor/bench/internal/harness"
 	"github.com/fe64bb06/frontdoor/bench/internal/nginx"
 	"github.com/fe64bb06/frontdoor/bench/internal/wrk"
@@ -29,10 +33,11 @@ import (
 
 // Config is one run. Zero values take the defaults in the comments.
 type Config struct {
-	// BinDir holds mortred-server and mortred-gateway; WorkDir receives
-	// the generated configuration and logs.
-	BinDir, WorkDir      string
-	ServerCPUs, LoadCPUs string
+	// BinDir holds mortred-server and mortred-gateway; Self is this
+	// benchmark's executable (it runs the net/http floor as a child);
+	// WorkDir receives the generated configuration and logs.
+	BinDir, Self, WorkDir string
+	ServerCPUs, LoadCPUs  string
 	// Duration of each measurement (default 5 s), Rounds (default 1).
 	Duration time.Duration
 	Rounds   int
@@ -52,13 +57,22 @@ type Result struct {
 	AddedP50OwnCore, NginxAddedP50OwnCore     time.Duration
 	Throughput, NginxThroughput               float64
 	ThroughputOwnCore, NginxThroughputOwnCore float64
+	// The Floor figures are the net/http floor's in the same placements:
+	// added p50, throughput over direct; CPUOwnCore and FloorCPUOwnCore
+	// are the gateway's and the floor's CPU µs per request in placement B
+	// at Conns.
+	FloorAddedP50, FloorAddedP50OwnCore     time.Duration
+	FloorThroughput, FloorThroughputOwnCore float64
+	CPUOwnCore, FloorCPUOwnCore             float64
 }
 
 // Path names: placement A keeps the names of the first version of this
 // section, B says where the proxy runs.
 const (
-	gwOwn = "gateway, own core"
-	ngOwn = "nginx, own core"
+	gwOwn    = "gateway, own core"
+	ngOwn    = "nginx, own core"
+	floorA   = "net/http floor"
+	floorOwn = "net/http floor, own core"
 )
 
 const (
@@ -146,6 +160,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("nginx on the load generator's core: %w", err)
 	}
 	defer ngB.Stop()
+	// The floor in both placements, pinned like the gateway beside it.
+	flA, err := floorproc.Start(ctx, cfg.Self, cfg.WorkDir, "floor-proxy", cfg.ServerCPUs, map[string]int{"model": modelPort})
+	if err != nil {
+		return Result{}, fmt.Errorf("net/http floor: %w", err)
+	}
+	defer flA.Proc.Stop()
+	flB, err := floorproc.Start(ctx, cfg.Self, cfg.WorkDir, "floor-proxy-own-core", cfg.LoadCPUs, map[string]int{"model": modelPort})
+	if err != nil {
+		return Result{}, fmt.Errorf("net/http floor on the load generator's core: %w", err)
+	}
+	defer flB.Proc.Stop()
 	direct := fmt.Sprintf("http://127.0.0.1:%d", modelPort)
 	viaGW := fmt.Sprintf("http://127.0.0.1:%d", gwPort)
 	viaGWB := fmt.Sprintf("http://127.0.0.1:%d", gwOwnPort)
@@ -172,8 +197,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			Procs: []compare.Proc{{Label: "nginx", PID: ngB.Proc.PID()}, model}},
 		gwOwn: {Name: gwOwn, URL: viaGWB + gwURI, Headers: map[string]string{"Authorization": "Bearer " + gwToken},
 			Procs: []compare.Proc{{Label: "gateway", PID: gwB.PID()}, model}},
+		// The floor cannot check a token, rewrite the path or name the
+		// model without becoming a gateway of its own: it forwards
+		// direct's request (the model's URI and token) unchanged.
+		floorA: {Name: floorA, URL: flA.URL("model") + uri, Headers: map[string]string{"Authorization": "Bearer " + modelToken},
+			Procs: []compare.Proc{{Label: "floor", PID: flA.Proc.PID()}, model}},
+		floorOwn: {Name: floorOwn, URL: flB.URL("model") + uri, Headers: map[string]string{"Authorization": "Bearer " + modelToken},
+			Procs: []compare.Proc{{Label: "floor", PID: flB.Proc.PID()}, model}},
 	}
-	names := []string{"direct", "nginx", "gateway", ngOwn, gwOwn}
+	names := []string{"direct", "nginx", floorA, "gateway", ngOwn, floorOwn, gwOwn}
 	for _, n := range names {
 		if err := check(ctx, paths[n], body); err != nil {
 			return Result{}, err
@@ -217,8 +249,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		"`Authorization` and `X-Forwarded-For`, adds `X-Mortred-Model`. It keeps Nginx's default `proxy_request_buffering on` "+
 		"(the body is read whole before it is forwarded; the gateway streams it): a %d-byte body arrives with the request head, "+
 		"so streaming could save nothing here. Unlike the gateway it keeps no metrics (`access_log off`, no counters). "+
+		"The net/http floor (`bench/router/floor`: net/http's server, the request body read into a pooled buffer, one "+
+		"http.Transport RoundTrip, the answer copied back; no auth, rewriting, metrics or limits) sits in each placement beside the "+
+		"gateway, pinned like it. It forwards direct's request unchanged (`POST %s` with the model's token): checking the gateway's "+
+		"token, mapping the URI and naming the model are the gateway's work, which a bare proxy cannot do without becoming one, so the "+
+		"floor shows what the library alone costs on this hop, not a gateway doing less.\n\n"+
 		"%d round(s) of %s per measurement, paths interleaved (each round: %s); medians shown.\n\n%s",
-		len(body), uri, gwURI, len(body), cfg.Rounds, cfg.Duration, "`"+strings.Join(names, "`, `")+"`", placements(cfg))
+		len(body), uri, gwURI, len(body), uri, cfg.Rounds, cfg.Duration, "`"+strings.Join(names, "`, `")+"`", placements(cfg))
 	for _, l := range loads {
 		aggs := map[string]compare.Agg{}
 		bz := map[string][2]float64{}
@@ -226,31 +263,42 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			aggs[n] = compare.Aggregate(got[l.name+"|"+n])
 			bz[n] = medianBusy(busy[l.name+"|"+n])
 		}
-		fmt.Fprintf(&b, "**%s**\n\n%s\n", l.name, compare.Table(names, aggs, []string{"gateway", "nginx", "model server"}))
+		fmt.Fprintf(&b, "**%s**\n\n%s\n", l.name, compare.Table(names, aggs, []string{"gateway", "nginx", "floor", "model server"}))
 		d := aggs["direct"]
 		if l.conns == 1 {
 			res.AddedP50 = aggs["gateway"].P50 - d.P50
 			res.NginxAddedP50 = aggs["nginx"].P50 - d.P50
 			res.AddedP50OwnCore = aggs[gwOwn].P50 - d.P50
 			res.NginxAddedP50OwnCore = aggs[ngOwn].P50 - d.P50
+			res.FloorAddedP50 = aggs[floorA].P50 - d.P50
+			res.FloorAddedP50OwnCore = aggs[floorOwn].P50 - d.P50
 			continue
 		}
 		res.Throughput = aggs["gateway"].RPS / d.RPS
 		res.NginxThroughput = aggs["nginx"].RPS / d.RPS
 		res.ThroughputOwnCore = aggs[gwOwn].RPS / d.RPS
 		res.NginxThroughputOwnCore = aggs[ngOwn].RPS / d.RPS
-		fmt.Fprintf(&b, "Shared core (A), what limits throughput here: %s %s Nginx, doing the same hop in the same placement, reaches %.0f%% of direct; "+
-			"the gateway %.0f%% (%.2f× Nginx's req/s). %s\n\n",
-			compare.Limit("gateway", aggs["gateway"], "gateway", "model server", d), compare.Limit("Nginx", aggs["nginx"], "nginx", "model server", d),
-			100*res.NginxThroughput, 100*res.Throughput, aggs["gateway"].RPS/aggs["nginx"].RPS, budget(d, aggs["gateway"], aggs["nginx"]))
-		fmt.Fprintf(&b, "Own core (B), what limits throughput here: the gateway reaches %.0f%% of direct, Nginx %.0f%% (the gateway %.2f× Nginx's req/s). "+
-			"On the direct path CPU %s (the model server's) was %s busy and CPU %s (wrk's) %s. %s %s\n\n",
-			100*res.ThroughputOwnCore, 100*res.NginxThroughputOwnCore, aggs[gwOwn].RPS/aggs[ngOwn].RPS,
+		res.FloorThroughput = aggs[floorA].RPS / d.RPS
+		res.FloorThroughputOwnCore = aggs[floorOwn].RPS / d.RPS
+		res.CPUOwnCore, res.FloorCPUOwnCore = aggs[gwOwn].CPUus["gateway"], aggs[floorOwn].CPUus["floor"]
+		fmt.Fprintf(&b, "Shared core (A), what limits throughput here: %s %s %s Nginx, doing the same hop in the same placement, reaches %.0f%% of direct; "+
+			"the net/http floor %.0f%%; the gateway %.0f%% (%.2f× Nginx's req/s). %s\n\n",
+			compare.Limit("gateway", aggs["gateway"], "gateway", "model server", d), compare.Limit(floorA, aggs[floorA], "floor", "model server", d),
+			compare.Limit("Nginx", aggs["nginx"], "nginx", "model server", d),
+			100*res.NginxThroughput, 100*res.FloorThroughput, 100*res.Throughput, aggs["gateway"].RPS/aggs["nginx"].RPS, budget(d, aggs["gateway"], aggs["nginx"]))
+		fmt.Fprintf(&b, "Own core (B), what limits throughput here: the gateway reaches %.0f%% of direct, the net/http floor %.0f%%, Nginx %.0f%% "+
+			"(the gateway %.2f× Nginx's req/s). On the direct path CPU %s (the model server's) was %s busy and CPU %s (wrk's) %s. %s %s %s %s\n\n",
+			100*res.ThroughputOwnCore, 100*res.FloorThroughputOwnCore, 100*res.NginxThroughputOwnCore, aggs[gwOwn].RPS/aggs[ngOwn].RPS,
 			cpuName(cfg.ServerCPUs), pct(bz["direct"][0]), cpuName(cfg.LoadCPUs), pct(bz["direct"][1]),
-			ownLimit(cfg, "the gateway", aggs[gwOwn], "gateway", bz[gwOwn], d, bz["direct"]), ownLimit(cfg, "Nginx", aggs[ngOwn], "nginx", bz[ngOwn], d, bz["direct"]))
+			ownLimit(cfg, "the gateway", aggs[gwOwn], "gateway", bz[gwOwn], d, bz["direct"]),
+			ownLimit(cfg, "the net/http floor", aggs[floorOwn], "floor", bz[floorOwn], d, bz["direct"]),
+			ownLimit(cfg, "Nginx", aggs[ngOwn], "nginx", bz[ngOwn], d, bz["direct"]),
+			FloorNote(res.ThroughputOwnCore, res.FloorThroughputOwnCore, res.CPUOwnCore, res.FloorCPUOwnCore))
 	}
 	b.WriteString(compare.CPUNote + "CPU busy shares are from the CPUs' lines in /proc/stat over each measurement (every process on the CPU, " +
 		"so other work on the machine shows too), medians over rounds.\n\nCommands:\n\n```\n" + strings.Join(commands, "\n") +
+		"\n" + flA.Command + "   # the net/http floor, shared core: this benchmark's own binary (go build ./bench/report) run as `floor-proxy`" +
+		"\n" + flB.Command + "   # the net/http floor, own core" +
 		"\n```\n\nNginx configuration (the own-core Nginx has the same one, on its own ports and temp paths):\n\n```nginx\n" + ng.Config + "```\n")
 	res.Markdown = b.String()
 	return res, nil
@@ -259,16 +307,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 // placements says what A and B mean and what each measures.
 func placements(cfg Config) string {
 	if cfg.ServerCPUs == "" || cfg.LoadCPUs == "" {
-		return "**Placements.** This run pinned nothing (fewer than 2 CPUs, or `-pin=false`), so A (`nginx`, `gateway`) and B " +
-			"(`nginx, own core`, `gateway, own core`) are two copies of each proxy in the same unpinned setup: the rows say nothing " +
+		return "**Placements.** This run pinned nothing (fewer than 2 CPUs, or `-pin=false`), so A (`nginx`, `net/http floor`, `gateway`) and B " +
+			"(`nginx, own core`, `net/http floor, own core`, `gateway, own core`) are two copies of each proxy in the same unpinned setup: the rows say nothing " +
 			"about placement here.\n\n"
 	}
 	return fmt.Sprintf("**Placements**, both in front of the one model-server process on CPU %[1]s, with wrk on CPU %[2]s:\n\n"+
-		"- **A, shared core** (rows `nginx`, `gateway`): the proxy is pinned to the model server's CPU %[1]s. Every microsecond of "+
+		"- **A, shared core** (rows `nginx`, `net/http floor`, `gateway`): the proxy is pinned to the model server's CPU %[1]s. Every microsecond of "+
 		"proxy CPU is taken from the model, so this is the worst case, placed as in the router benchmark and comparable with Nginx: "+
 		"no proxy reaches 90%% of direct here unless the proxy and the model server behind it together spend at most direct's "+
 		"model-server CPU per request ÷ 0.9.\n"+
-		"- **B, own core** (rows `nginx, own core`, `gateway, own core`): a second gateway process and a second Nginx are pinned to "+
+		"- **B, own core** (rows `nginx, own core`, `net/http floor, own core`, `gateway, own core`): a second gateway process, a "+
+		"second floor and a second Nginx are pinned to "+
 		"the load generator's CPU %[2]s, sharing it with wrk; the model server keeps CPU %[1]s to itself. This is the realistic "+
 		"deployment (model servers on their own cores) and answers whether putting the proxy in front costs the model throughput "+
 		"when the proxy has CPU of its own. wrk's own CPU competes with the proxy on CPU %[2]s, so B understates a machine with "+
@@ -336,9 +385,9 @@ func medianBusy(rs [][2]float64) [2]float64 {
 }
 
 // fileName turns a path name into a file name part ("gateway, own core"
-// → "gateway-own-core").
+// → "gateway-own-core", "net/http floor" → "net-http-floor").
 func fileName(n string) string {
-	return strings.Join(strings.FieldsFunc(n, func(r rune) bool { return r == ',' || r == ' ' }), "-")
+	return strings.Join(strings.FieldsFunc(n, func(r rune) bool { return r == ',' || r == ' ' || r == '/' }), "-")
 }
 
 // writeConf writes one control-plane file per gateway port (the gateways
@@ -455,7 +504,9 @@ func budget(direct, gw, ng compare.Agg) string {
 // must do the work they are compared on.
 func check(ctx context.Context, p compare.Path, body []byte) error {
 	h, err := post(ctx, p, body, http.StatusOK)
-	if err != nil || p.Name == "direct" {
+	if err != nil || p.Name == "direct" || p.Name == floorA || p.Name == floorOwn {
+		// direct and the floor send the model's own request: nothing
+		// of the gateway's to check.
 		return err
 	}
 	if got := h.Get("X-Mortred-Model"); got != "TESTMODEL" {
@@ -486,4 +537,29 @@ func post(ctx context.Context, p compare.Path, body []byte, want int) (http.Head
 		return nil, fmt.Errorf("%s: POST %s: HTTP %d, want %d", p.Name, p.URL, resp.StatusCode, want)
 	}
 	return resp.Header, nil
+}
+
+// ownTarget is issue 17's goal for the gateway with a core of its own.
+const ownTarget = 0.95
+
+// FloorNote says what the net/http floor's own-core figures mean for the
+// gateway's: whether the library alone, in the gateway's place, reaches
+// the target, and how the two compare in throughput and CPU per request.
+// "" when a figure is missing.
+func FloorNote(gw, floor, gwCPU, floorCPU float64) string {
+	if gw <= 0 || floor <= 0 || gwCPU <= 0 || floorCPU <= 0 {
+		return ""
+	}
+	s := fmt.Sprintf("In the gateway's place the net/http floor reaches %.2f× direct spending %.1f µs of CPU per request; "+
+		"the gateway %.2f× spending %.1f µs", floor, floorCPU, gw, gwCPU)
+	if d := gwCPU - floorCPU; d >= 0 {
+		s += fmt.Sprintf(" (%.1f µs more: its own work, the token check, URI mapping, metrics and limits). ", d)
+	} else {
+		s += fmt.Sprintf(" (%.1f µs less than the floor). ", -d)
+	}
+	if floor < ownTarget {
+		return s + fmt.Sprintf("The library alone stays under %.2f× here, so what limits the gateway's figure is net/http and "+
+			"http.Transport used for this hop at all on this machine, not only the gateway's own work.", ownTarget)
+	}
+	return s + fmt.Sprintf("The library alone reaches %.2f× here: what the gateway falls short by is its own.", ownTarget)
 }

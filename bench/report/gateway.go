@@ -14,7 +14,7 @@ func runGateway(ctx context.Context, cfg config) (string, []target, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	r, err := gateway.Run(ctx, gateway.Config{BinDir: cfg.binDir, WorkDir: dir, ServerCPUs: cfg.serverCPUs, LoadCPUs: cfg.loadCPUs,
+	r, err := gateway.Run(ctx, gateway.Config{BinDir: cfg.binDir, Self: cfg.self, WorkDir: dir, ServerCPUs: cfg.serverCPUs, LoadCPUs: cfg.loadCPUs,
 		Duration: cfg.d, Rounds: cfg.rounds})
 	if err != nil {
 		return "", []target{{goal: "gateway added p50 < 0.3 ms (issue 11)"}, {goal: "gateway throughput ≥ 90% of direct (issue 11)"},
@@ -30,7 +30,9 @@ func runGateway(ctx context.Context, cfg config) (string, []target, error) {
 				100*r.Throughput, 100*r.NginxThroughput, 100*r.ThroughputOwnCore, 100*r.NginxThroughputOwnCore),
 			detail: throughputDetail(r)},
 		{goal: "gateway with a core of its own ≥ 0.95× direct (issue 17)", known: true, met: r.ThroughputOwnCore >= 0.95,
-			measured: fmt.Sprintf("%.2f× direct (Nginx %.2f×)", r.ThroughputOwnCore, r.NginxThroughputOwnCore)},
+			// The verdict is the gateway's figure; the floor's is beside it.
+			measured: fmt.Sprintf("gateway %.2f× direct at %.1f µs CPU/req, net/http floor %.2f× at %.1f µs (Nginx %.2f×)",
+				r.ThroughputOwnCore, r.CPUOwnCore, r.FloorThroughputOwnCore, r.FloorCPUOwnCore, r.NginxThroughputOwnCore)},
 	}, nil
 }
 

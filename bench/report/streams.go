@@ -19,8 +19,12 @@ func runIdle(ctx context.Context, cfg config) (string, []target, error) {
 		return "", nil, err
 	}
 	measured := fmt.Sprintf("%s per stream over %d streams", harness.Bytes(r.BytesPerStream), r.Opened)
+	// The verdict is the router's figure; the floor's is beside it, so a
+	// miss the library alone would make shows as such.
+	withFloor := fmt.Sprintf("router %s, net/http floor %s per stream (over %d and %d streams)",
+		harness.Bytes(r.BytesPerStream), harness.Bytes(r.FloorBytesPerStream), r.Opened, r.FloorOpened)
 	return r.Markdown, []target{
 		{goal: fmt.Sprintf("memory per open stream, %d idle SSE streams (issue 13)", cfg.idle), known: true, info: true, measured: measured},
-		{goal: "memory per idle stream ≤ 40 KiB (issue 17)", known: r.Opened > 0, met: r.BytesPerStream <= 40<<10, measured: measured},
+		{goal: "memory per idle stream ≤ 40 KiB (issue 17)", known: r.Opened > 0, met: r.BytesPerStream <= 40<<10, measured: withFloor},
 	}, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fe64bb06/frontdoor/bench/internal/cluster"
 	"github.com/fe64bb06/frontdoor/bench/internal/compare"
+	"github.com/fe64bb06/frontdoor/bench/internal/floorproc"
 	"github.com/fe64bb06/frontdoor/bench/internal/harness"
 	"github.com/fe64bb06/frontdoor/bench/internal/nginx"
 	"github.com/fe64bb06/frontdoor/bench/internal/sse"
@@ -124,7 +125,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("nginx: %w", err)
 	}
 	defer ng.Stop()
-	fl, err := startFloor(ctx, cfg.Self, cfg.WorkDir, cfg.ServerCPUs, map[string]int{"fast": cl.EnginePort["fast"], "stream": cl.EnginePort["stream"]})
+	fl, err := floorproc.Start(ctx, cfg.Self, cfg.WorkDir, "floor-proxy", cfg.ServerCPUs, map[string]int{"fast": cl.EnginePort["fast"], "stream": cl.EnginePort["stream"]})
 	if err != nil {
 		return Result{}, fmt.Errorf("net/http floor: %w", err)
 	}
@@ -207,8 +208,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		"the router finds them through the daemon (`%s`). Nginx 1 worker, `proxy_pass` to an `upstream` block with `keepalive 256`, "+
 		"HTTP/1.1, `proxy_buffering off` (config below). "+
 		"`%s` does only what every proxy on net/http must: net/http's server reads the body into a pooled buffer, one `http.Transport` "+
-		"RoundTrip sends it to the same engine (keep-alive, 256 idle connections per engine, no compression, no proxy), and the status, "+
-		"headers and body are copied back, event streams flushed per chunk; no routing, metrics, logging or limits (`bench/router/floor`, "+
+		"RoundTrip sends it to the same engine (keep-alive, 256 idle connections per engine, no compression, no proxy, the router's 1 KiB "+
+		"Transport buffers), and the status, headers and body are copied back through a 32 KiB buffer, event streams through a 512 B one "+
+		"flushed per chunk (the router's sizes); no routing, metrics, logging or limits (`bench/router/floor`, "+
 		"pinned like the router). This row is what net/http and http.Transport cost used plainly: the router's figure above it is the router's own work. "+
 		"%d round(s) of %s per measurement, paths interleaved; medians shown.\n\n",
 		streamTTFT, streamITL, streamToks, strings.Join(cl.RouterEnvUsed, " "), floorPath, cfg.Rounds, cfg.Duration)

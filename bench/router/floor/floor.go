@@ -25,6 +25,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/httpx"
 )
 
 // ChildArg is the first argument that makes the benchmark binary run the
@@ -40,11 +42,13 @@ const (
 	idleConnTimeout     = 2 * time.Second
 	dialTimeout         = 10 * time.Second
 	maxResponseHeader   = 64 << 10
-	copyBufSize         = 32 << 10
 )
 
 // NewTransport returns the floor's Transport: a plain http.Transport with
-// the router's settings, none of the router's own additions.
+// the router's settings, none of the router's own additions. Its buffers
+// are the router's sizes (internal/httpx), not net/http's 4 KiB: every
+// open stream holds them, so with net/http's defaults the floor would
+// measure a tuning choice the router has already made, not the library.
 func NewTransport() *http.Transport {
 	return &http.Transport{
 		Proxy:                  nil,
@@ -52,16 +56,22 @@ func NewTransport() *http.Transport {
 		MaxIdleConnsPerHost:    maxIdleConnsPerHost,
 		IdleConnTimeout:        idleConnTimeout,
 		MaxResponseHeaderBytes: maxResponseHeader,
+		ReadBufferSize:         httpx.TransportReadBufSize,
+		WriteBufferSize:        httpx.TransportWriteBufSize,
 		DisableCompression:     true,
 		ForceAttemptHTTP2:      false,
 	}
 }
 
-// bodyBufs and copyBufs are pooled so the floor pays for no per-request
-// growth the router avoids too; what remains is net/http's own cost.
+// bodyBufs, copyBufs and eventBufs are pooled so the floor pays for no
+// per-request growth the router avoids too; what remains is net/http's
+// own cost. An event stream is relayed through a buffer of the router's
+// event size (httpx.EventBufSize) because an idle stream holds it for its
+// whole life; a bulk answer through the router's bulk size.
 var (
-	bodyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-	copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+	bodyBufs  = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+	copyBufs  = sync.Pool{New: func() any { b := make([]byte, httpx.CopyBufSize); return &b }}
+	eventBufs = sync.Pool{New: func() any { b := make([]byte, httpx.EventBufSize); return &b }}
 )
 
 // hopByHop are the fields a proxy does not forward (RFC 9110 §7.6.1);
@@ -107,8 +117,8 @@ func Handler(upstream *url.URL, tr http.RoundTripper) http.Handler {
 			dst[k] = v
 		}
 		w.WriteHeader(resp.StatusCode)
-		stream := resp.ContentLength < 0 || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-		if err := relay(w, resp.Body, stream); err != nil {
+		events := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+		if err := relay(w, resp.Body, events || resp.ContentLength < 0, events); err != nil {
 			// The status is out; cutting the connection is the only way
 			// to tell the client the answer is incomplete.
 			panic(http.ErrAbortHandler)
@@ -116,12 +126,17 @@ func Handler(upstream *url.URL, tr http.RoundTripper) http.Handler {
 	})
 }
 
-// relay copies src to w through a pooled buffer, flushing after each
-// chunk when flush is set so a stream's frame leaves when it arrives. It
-// returns the first read or write error (nil at EOF).
-func relay(w http.ResponseWriter, src io.Reader, flush bool) error {
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
+// relay copies src to w through a pooled buffer (the small one for an
+// event stream), flushing after each chunk when flush is set so a
+// stream's frame leaves when it arrives. It returns the first read or
+// write error (nil at EOF).
+func relay(w http.ResponseWriter, src io.Reader, flush, events bool) error {
+	pool := &copyBufs
+	if events {
+		pool = &eventBufs
+	}
+	bp := pool.Get().(*[]byte)
+	defer pool.Put(bp)
 	rc := http.NewResponseController(w)
 	for {
 		n, rerr := src.Read(*bp)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fe64bb06/frontdoor/bench/internal/harness"
+	"github.com/fe64bb06/frontdoor/internal/httpx"
 )
 
 // proxyTo serves the floor in front of upstream on a loopback socket.
@@ -76,13 +77,16 @@ func TestForwardsRequestAndAnswer(t *testing.T) {
 
 // A stream's frame reaches the client while the engine still holds the
 // stream open: the engine sends its second frame only after the client
-// has read the first, so a proxy that buffered would never finish.
+// has read the first, so a proxy that buffered would never finish. The
+// first frame is several times the event relay buffer: every piece of it
+// is flushed, not only the first.
 func TestStreamFramesFlushed(t *testing.T) {
 	read := make(chan struct{})
 	closed := false
+	first := "data: " + strings.Repeat("1", 5*httpx.EventBufSize) + "\n"
 	eng := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "data: 1\n\n")
+		io.WriteString(w, first+"\n")
 		w.(http.Flusher).Flush()
 		select {
 		case <-read:
@@ -103,13 +107,13 @@ func TestStreamFramesFlushed(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	br := bufio.NewReader(resp.Body)
-	for _, want := range []string{"data: 1\n", "\n", "data: [DONE]\n", "\n"} {
+	for _, want := range []string{first, "\n", "data: [DONE]\n", "\n"} {
 		line, err := br.ReadString('\n')
 		if err != nil {
 			t.Fatalf("reading %q: %v (a frame was held back)", want, err)
 		}
 		if line != want {
-			t.Fatalf("got %q, want %q", line, want)
+			t.Fatalf("got %.40q (%d bytes), want %.40q (%d bytes)", line, len(line), want, len(want))
 		}
 		if want == "\n" && !closed {
 			close(read)
