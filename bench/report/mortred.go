@@ -14,10 +14,6 @@ import (
 	"github.com/fe64bb06/frontdoor/bench/internal/harness"
 )
 
-// ppocrModels are the -models of bench/ppocr the report runs: every model
-// server the repository configures, PP-OCR's and the zoo's.
-const ppocrModels = "cls,rec,face,nsfw,selfie,nanodet,esrgan"
-
 // runPPOCR runs bench/ppocr (HTTP through mortred-server against an
 // in-process loop over the same ONNX Runtime sessions) for every served
 // model and includes its table, with one target per model.
@@ -28,14 +24,16 @@ func runPPOCR(ctx context.Context, cfg config) (string, []target, error) {
 		return "", nil, err
 	}
 	out := filepath.Join(dir, "ppocr.md")
-	args := []string{"-server", filepath.Join(cfg.binDir, "mortred-server"), "-models", ppocrModels, "-d", cfg.d.String(), "-out", out}
+	// No -models: bench/ppocr's default is every model server the
+	// repository configures, PP-OCR's and the zoo's.
+	args := []string{"-server", filepath.Join(cfg.binDir, "mortred-server"), "-d", cfg.d.String(), "-out", out}
 	bin, cmdArgs := cfg.ppocrBin, args
 	if bin == "" {
 		bin, cmdArgs = "go", append([]string{"run", "./bench/ppocr"}, args...)
 	}
-	// 14 scenarios of two paths each, plus model loading; slow models'
+	// 18 scenarios of two paths each, plus model loading; slow models'
 	// rounds stretch to 8 batch times (bench/ppocr's minBatches).
-	ctx, cancel := context.WithTimeout(ctx, 40*cfg.d+10*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 50*cfg.d+12*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, cmdArgs...)
 	cmd.Dir = cfg.root

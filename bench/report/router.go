@@ -41,6 +41,6 @@ func runRouter(ctx context.Context, cfg config) (string, []target, error) {
 			measured: fmt.Sprintf("%.2f× Nginx at 1 connection, %.2f× at 8 (net/http floor %.2f× and %.2f×)",
 				r.BigVsNginx1, r.BigVsNginx8, r.FloorBigVsNginx1, r.FloorBigVsNginx8)},
 		{goal: "streams: TTFF and gaps 1.00–1.01× direct, no coalesced frames (issue 17)", known: r.StreamTTFF > 0, met: streamsOK,
-			measured: fmt.Sprintf("TTFF p50 %.2f×, gap p50 %.2f× direct, %d coalesced", r.StreamTTFF, r.StreamGap, r.StreamCoalesced)},
+			measured: fmt.Sprintf("TTFF p50 %.3f×, gap p50 %.3f× direct, %d coalesced", r.StreamTTFF, r.StreamGap, r.StreamCoalesced)},
 	}, nil
 }
