@@ -117,7 +117,7 @@ func Handler(upstream *url.URL, tr http.RoundTripper) http.Handler {
 			dst[k] = v
 		}
 		w.WriteHeader(resp.StatusCode)
-		events := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+		events := httpx.IsEventStream(resp.Header.Get("Content-Type"))
 		if err := relay(w, resp.Body, events || resp.ContentLength < 0, events); err != nil {
 			// The status is out; cutting the connection is the only way
 			// to tell the client the answer is incomplete.
