@@ -174,26 +174,6 @@ func TestBackgroundCancelsAtCleanup(t *testing.T) {
 	}
 }
 
-// TestFreePortsAreDistinct asks for many ports, as a big test does, and
-// wants no port twice and none where the kernel hands out ephemeral ports:
-// two model servers of one test were once told the same port.
-func TestFreePortsAreDistinct(t *testing.T) {
-	seen := map[int]bool{}
-	for i := range 300 {
-		p := FreePort(t)
-		if i%2 == 1 {
-			p = FreeUDPPort(t)
-		}
-		if seen[p] {
-			t.Fatalf("port %d handed out twice", p)
-		}
-		seen[p] = true
-		if low := ephemeralLow(); low >= 11000 && p >= low {
-			t.Fatalf("port %d is in the ephemeral range from %d", p, low)
-		}
-	}
-}
-
 func TestNetHelpers(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(FreePort(t)))
 	if err != nil {

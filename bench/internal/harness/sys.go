@@ -2,26 +2,19 @@ package harness
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/freeport"
 )
 
-// FreePort asks the kernel for a free loopback TCP port. Another process
-// may take it before the caller binds it; on this machine the window is
-// small enough for a benchmark.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// FreePort returns a free loopback TCP port for a binary that must be told
+// its port.
+func FreePort() (int, error) { return freeport.TCP() }
 
 // RaiseNoFile lifts RLIMIT_NOFILE (soft and hard) to at least want, so the
 // children started afterwards inherit it. Raising the hard limit needs
