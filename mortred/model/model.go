@@ -2,13 +2,13 @@
 // interface every backend implements, the per-item error type, and a
 // registry of model types by name.
 //
-// Data flow per request: the server calls Prepare once per image (on the
-// request goroutine, so decoding is spread over requests), queues the
-// prepared inputs, and a worker calls Run on a batch of them. A worker owns
-// one Model instance (worker_nums instances per process); Run is never called
-// concurrently on one instance. Info, ValidateParams and Prepare may be
-// called at any time from many goroutines (also while Run is running), so
-// they must only read state fixed at construction.
+// Data flow per request: the server queues the request's images; a worker
+// takes a batch of them, calls Prepare once per image and then Run on the
+// prepared ones. A worker owns one Model instance (worker_nums instances per
+// process); Run is never called concurrently on one instance. Info,
+// ValidateParams and Prepare may be called at any time from many goroutines
+// (also while Run is running), so they must only read state fixed at
+// construction.
 package model
 
 import (

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +44,7 @@ var (
 	darkPNG  = b64(testmodel.GrayPNG(4, 4, 20))
 	lightPNG = b64(testmodel.GrayPNG(4, 4, 240))
 	failPNG  = b64(testmodel.GrayPNG(4, 4, 7)) // the gated model fails it in Run
+	holdPNG  = b64(testmodel.GrayPNG(4, 4, 9)) // the gated model's Prepare waits for prepareGate
 	notImage = b64([]byte("definitely not an image"))
 )
 
@@ -78,7 +80,24 @@ func init() {
 	})
 }
 
+// prepareHeld and prepareGate hold the gated model's Prepare of holdPNG:
+// it signals prepareHeld, waits for prepareGate, and then counts in
+// prepareClobbered whether its image bytes changed meanwhile.
+var (
+	prepareHeld      = make(chan struct{}, 16)
+	prepareGate      = make(chan struct{}, 16)
+	prepareClobbered atomic.Int32
+)
+
 func (g *gated) Prepare(img []byte, p map[string]json.RawMessage) (model.Input, error) {
+	if bytes.Equal(img, testmodel.GrayPNG(4, 4, 9)) {
+		was := bytes.Clone(img)
+		prepareHeld <- struct{}{}
+		<-prepareGate
+		if !bytes.Equal(img, was) {
+			prepareClobbered.Add(1)
+		}
+	}
 	in, err := g.Model.Prepare(img, p)
 	if err != nil {
 		return nil, err

@@ -5,13 +5,16 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/mortred/model"
 )
 
-// item is one prepared image waiting for, or being run by, a worker.
+// item is one image waiting for, or being prepared and run by, a worker.
 type item struct {
 	call     *call
 	idx      int
-	input    any
+	image    []byte      // the request's bytes, until the worker has prepared them
+	input    model.Input // what Prepare made of image
 	enqueued time.Time
 	elem     *list.Element // guarded by queue.mu; nil once taken or removed
 }
@@ -108,7 +111,8 @@ func (q *queue) depth() int {
 	return q.l.Len()
 }
 
-// observe feeds one model run into the per-item EWMA.
+// observe feeds one batch's worker time (Prepare and Run) into the per-item
+// EWMA.
 func (q *queue) observe(run time.Duration, items int) {
 	if items <= 0 {
 		return
@@ -120,7 +124,7 @@ func (q *queue) observe(run time.Duration, items int) {
 }
 
 // retryAfter estimates, in whole seconds clamped to 1..60, how long the
-// queue takes to drain: depth × per-item model time / workers.
+// queue takes to drain: depth × per-item worker time / workers.
 func (q *queue) retryAfter() int {
 	q.ewmaMu.Lock()
 	per := q.ewmaItem

@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/fe64bb06/frontdoor/mortred/envelope"
+	"github.com/fe64bb06/frontdoor/mortred/model/testmodel"
 )
 
 // metric returns a series' value (counter, gauge, or histogram count).
@@ -241,5 +242,31 @@ func TestMetricsNames(t *testing.T) {
 		if !strings.Contains(string(rep.body), name) {
 			t.Errorf("/metrics lacks %q", name)
 		}
+	}
+}
+
+// TestImageBytesOutliveTheAnswer: a worker may still be preparing an image
+// after the request's deadline has answered it. The image's buffer must not
+// go back to the pool, where the next requests would write over it, until
+// that Prepare is done.
+func TestImageBytesOutliveTheAnswer(t *testing.T) {
+	f := start(t, opts{gated: true, keys: map[string]string{"model_run_timeout": "200", "worker_nums": "2"}})
+	f.open(100)
+	held := f.inBackground(images(holdPNG))
+	<-prepareHeld
+	checkEnvelope(t, <-held, envelope.StatusRunTimeout, 1)
+	// The other worker serves requests whose image is as long as the held
+	// one: each takes a pooled buffer, fills it and hands it back.
+	other := b64(testmodel.GrayPNG(4, 4, 10))
+	if len(other) != len(holdPNG) {
+		t.Fatal("the overwriting image must be as long as the held one")
+	}
+	for range 20 {
+		checkEnvelope(t, f.infer(images(other)), envelope.StatusOK, 1)
+	}
+	prepareGate <- struct{}{}
+	eventually(t, "the held item to leave the worker", func() bool { return f.metric("mortred_workers_busy") == 0 })
+	if n := prepareClobbered.Load(); n != 0 {
+		t.Fatalf("the held image's bytes were overwritten while its Prepare ran (%d)", n)
 	}
 }

@@ -22,15 +22,16 @@ func RaiseHeapFloor() {
 var procsOnce sync.Once
 
 // addWorkerProcs gives Go code as many more Ps as there are workers, unless
-// the operator set GOMAXPROCS. A worker spends its time in ONNX Runtime, a
-// cgo call that keeps its P until the runtime's monitor takes it back (tens
-// of microseconds or more); with one P per core and a worker per core, the
-// HTTP handlers and the image decoding of the next requests waited for that,
-// and the workers then found the queue empty (PPOCR_CLS at saturation on 2
-// cores: 86-87 % -> 88-90 % of the in-process loop, same CPU per item). The
-// cores are not oversubscribed by more than the kernel already arbitrates:
-// the extra Ps only run Go code while the workers' threads are in C. Once
-// per process; Serve calls it.
+// the operator set GOMAXPROCS. A worker spends most of its time in ONNX
+// Runtime, a cgo call that keeps its P until the runtime's monitor takes it
+// back (tens of microseconds or more); with one P per core and a worker per
+// core, the HTTP handlers of the next requests waited for that, and the
+// workers then found the queue empty. The extra Ps only run Go code while the
+// workers' threads are in C, and since the workers decode the images
+// themselves (infer), that Go code is the light HTTP, JSON and base64 work.
+// On 2 cores with 2 workers, at saturation, as a share of the in-process
+// loop (bench/ppocr): PPOCR_CLS 87-89 % with one P per core, 93-99 % with
+// these; BLAZEFACE 96-97 % and 91-94 %. Once per process; Serve calls it.
 func addWorkerProcs(workers int) {
 	procsOnce.Do(func() {
 		if _, set := envconf.OS().Value("GOMAXPROCS"); set || workers < 1 {

@@ -67,34 +67,57 @@ func (s *Server) fill(ctx context.Context, batch []*item, maxBatch int, window t
 	return batch
 }
 
+// runBatch answers the items past their deadline with a timeout, prepares
+// the others (one that fails Prepare fails alone) and runs those as one
+// batch.
 func (s *Server) runBatch(ctx context.Context, m model.Model, batch []*item) {
 	now := time.Now()
-	live := make([]*item, 0, len(batch))
+	taken := make([]*item, 0, len(batch))
 	for _, it := range batch {
 		s.m.queueWaitMS.Observe(float64(now.Sub(it.enqueued).Nanoseconds()) / 1e6)
 		if !now.Before(it.call.deadline) {
 			// Past its deadline while queued: answered without a model run.
+			it.image = nil
+			it.call.drop(1)
 			it.call.finish(it.idx, timeoutItem())
 			continue
 		}
 		it.call.started()
+		taken = append(taken, it)
+	}
+	if len(taken) == 0 {
+		return
+	}
+	s.m.workersBusy.Inc()
+	defer s.m.workersBusy.Dec()
+	start := time.Now()
+	live := taken[:0]
+	for _, it := range taken {
+		in, err := safePrepare(m, it.image, it.call.params)
+		it.image = nil
+		it.call.drop(1)
+		if err != nil {
+			it.call.finish(it.idx, failedItem(err))
+			continue
+		}
+		it.input = in
 		live = append(live, it)
 	}
+	prepared := time.Now()
+	s.m.prepareMS.Observe(float64(prepared.Sub(start).Nanoseconds()) / 1e6)
 	if len(live) == 0 {
+		s.q.observe(prepared.Sub(start), len(taken))
 		return
 	}
 	inputs := make([]model.Input, len(live))
 	for i, it := range live {
 		inputs[i] = it.input
 	}
-	s.m.workersBusy.Inc()
 	s.m.batchSize.Observe(float64(len(live)))
-	start := time.Now()
 	results, err := safeRun(ctx, m, inputs)
-	run := time.Since(start)
-	s.m.workersBusy.Dec()
+	run := time.Since(prepared)
 	s.m.inferenceMS.Observe(float64(run.Nanoseconds()) / 1e6)
-	s.q.observe(run, len(live))
+	s.q.observe(time.Since(start), len(taken))
 
 	switch {
 	case err != nil:
