@@ -9,6 +9,7 @@ import (
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
@@ -200,5 +201,56 @@ func TestFromImageFastPathsAgree(t *testing.T) {
 				t.Fatalf("%s: byte %d = %d, generic path %d", name, i, got.Pix[i], ref.Pix[i])
 			}
 		}
+	}
+}
+
+// randomYCbCr is a w×h YCbCr image of the given ratio with random planes,
+// its rectangle starting at (x0, y0).
+func randomYCbCr(rng *rand.Rand, x0, y0, w, h int, ratio image.YCbCrSubsampleRatio) *image.YCbCr {
+	m := image.NewYCbCr(image.Rect(x0, y0, x0+w, y0+h), ratio)
+	for _, p := range [][]byte{m.Y, m.Cb, m.Cr} {
+		for i := range p {
+			p[i] = byte(rng.IntN(256))
+		}
+	}
+	return m
+}
+
+// TestFromYCbCrExact: the row-wise conversion gives color.YCbCrToRGB's bytes
+// for every subsampling ratio, odd sizes, a rectangle not at the origin and
+// a sub-image, as the per-pixel offsets do.
+func TestFromYCbCrExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	ratios := []image.YCbCrSubsampleRatio{image.YCbCrSubsampleRatio444, image.YCbCrSubsampleRatio422,
+		image.YCbCrSubsampleRatio420, image.YCbCrSubsampleRatio440, image.YCbCrSubsampleRatio411, image.YCbCrSubsampleRatio410}
+	for _, ratio := range ratios {
+		for _, c := range []struct{ x0, y0, w, h int }{{0, 0, 17, 9}, {3, 5, 13, 11}, {-3, -2, 9, 7}, {0, 0, 1, 1}} {
+			full := randomYCbCr(rng, c.x0, c.y0, c.w, c.h, ratio)
+			sub := full.SubImage(image.Rect(c.x0+1, c.y0+1, c.x0+c.w, c.y0+c.h)).(*image.YCbCr)
+			for _, m := range []*image.YCbCr{full, sub} {
+				got := FromImage(m)
+				b := m.Bounds()
+				i := 0
+				for y := b.Min.Y; y < b.Max.Y; y++ {
+					for x := b.Min.X; x < b.Max.X; x++ {
+						yi, ci := m.YOffset(x, y), m.COffset(x, y)
+						r, g, bl := color.YCbCrToRGB(m.Y[yi], m.Cb[ci], m.Cr[ci])
+						if got.Pix[i] != r || got.Pix[i+1] != g || got.Pix[i+2] != bl {
+							t.Fatalf("%v %v: pixel (%d,%d) = %v, want %v", ratio, b, x, y, got.Pix[i:i+3], []uint8{r, g, bl})
+						}
+						i += 3
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkFromYCbCr420 converts a 512×512 4:2:0 image, a decoded photo.
+func BenchmarkFromYCbCr420(b *testing.B) {
+	m := randomYCbCr(rand.New(rand.NewPCG(1, 2)), 0, 0, 512, 512, image.YCbCrSubsampleRatio420)
+	b.SetBytes(512 * 512 * 3)
+	for b.Loop() {
+		FromImage(m)
 	}
 }

