@@ -9,6 +9,7 @@ import (
 
 	"github.com/fe64bb06/frontdoor/mortred/envelope"
 	"github.com/fe64bb06/frontdoor/mortred/model"
+	"github.com/fe64bb06/frontdoor/mortred/model/imageio"
 )
 
 // call is one admitted request: N result slots filled by the workers
@@ -98,7 +99,8 @@ type errQueueFull struct{ retry int }
 
 func (e *errQueueFull) Error() string { return "queue full" }
 
-// infer runs an admitted request: queue its images, wait for the workers
+// infer runs an admitted request: queue its images (bytes that are no image
+// file at all fail here, imageio.Sniff), wait for the workers
 // (which prepare and run them) or the deadline, and build the envelope.
 // force skips the queue bound (async jobs). It returns nil, nil when ctx
 // ended first (the client hung up).
@@ -112,9 +114,14 @@ func (e *errQueueFull) Error() string { return "queue full" }
 func (s *Server) infer(ctx context.Context, p *envelope.Parsed, taskID string, arrival, deadline time.Time, force bool, onStart func()) (*envelope.Response, error) {
 	c := newCall(p, deadline, onStart)
 	defer c.drop(1)
-	items := make([]*item, len(p.Data))
+	items := make([]*item, 0, len(p.Data))
 	for i, img := range p.Data {
-		items[i] = &item{call: c, idx: i, image: img}
+		if err := imageio.Sniff(img); err != nil {
+			c.drop(1)
+			c.finish(i, failedItem(err))
+			continue
+		}
+		items = append(items, &item{call: c, idx: i, image: img})
 	}
 	if len(items) > 0 && !s.q.push(items, force) {
 		c.drop(len(items))

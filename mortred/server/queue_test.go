@@ -159,6 +159,9 @@ func TestQueueFull429(t *testing.T) {
 	if f.srv.q.depth() != 2 {
 		t.Fatal("the refused request was half-queued")
 	}
+	// Bytes that are no image file fail at once, full queue or not: the
+	// answer is the image's fault (400, status 3), not a 429 to retry.
+	checkEnvelope(t, f.infer(images(notImage)), envelope.StatusEmptyImage, 1)
 	f.open(3)
 	checkEnvelope(t, <-busy, envelope.StatusOK, 1)
 	checkEnvelope(t, <-queued, envelope.StatusOK, 2)

@@ -47,18 +47,35 @@ func sniff(b []byte) (format, bool) {
 	return format{}, false
 }
 
+// Sniff checks, from the leading bytes alone, that data is a JPEG, PNG or
+// WebP file, with Decode's error (status 3) when it is not. The server calls
+// it before it queues an item, so that bytes that are no image at all fail
+// at once instead of after a wait for a worker, and never take a queue place.
+func Sniff(data []byte) error {
+	_, err := formatOf(data)
+	return err
+}
+
+func formatOf(data []byte) (format, error) {
+	if len(data) == 0 {
+		return format{}, model.BadImage("empty image: send a JPEG, PNG or WebP file, base64-encoded")
+	}
+	f, ok := sniff(data)
+	if !ok {
+		return format{}, model.BadImage("unsupported or undecodable image (%d bytes): send JPEG, PNG or WebP", len(data))
+	}
+	return f, nil
+}
+
 // Decode decodes one image into RGB. maxPixels ≤ 0 means DefaultMaxPixels.
 // Every failure is a *model.ItemError (status 3): it fails only this item.
 func Decode(data []byte, maxPixels int) (*RGB, error) {
 	if maxPixels <= 0 {
 		maxPixels = DefaultMaxPixels
 	}
-	if len(data) == 0 {
-		return nil, model.BadImage("empty image: send a JPEG, PNG or WebP file, base64-encoded")
-	}
-	f, ok := sniff(data)
-	if !ok {
-		return nil, model.BadImage("unsupported or undecodable image (%d bytes): send JPEG, PNG or WebP", len(data))
+	f, err := formatOf(data)
+	if err != nil {
+		return nil, err
 	}
 	cfg, err := f.config(bytes.NewReader(data))
 	if err != nil {
