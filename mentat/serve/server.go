@@ -161,6 +161,9 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.prober = p
 	s.mu.Unlock()
+	// The first snapshot is in place before the first request is served, so
+	// that the status already lists the configured seeds (not yet polled).
+	s.rebuild(p)
 
 	var wg sync.WaitGroup
 	var discErr error
@@ -209,14 +212,13 @@ func (s *Server) poke() {
 }
 
 // publish is the one goroutine that rebuilds and publishes the route
-// snapshot: on any discovery or probe change, and on a tick so views and
-// probe results are seen to go stale.
+// snapshot after Run's first: on any discovery or probe change, and on a
+// tick so views and probe results are seen to go stale.
 func (s *Server) publish(ctx context.Context, p *prober) {
 	tick := max(min(s.cfg.PollInterval, s.cfg.ProbeInterval, s.cfg.ProbeFresh)/4, 20*time.Millisecond)
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
-		s.rebuild(p)
 		select {
 		case <-ctx.Done():
 			return
@@ -224,6 +226,7 @@ func (s *Server) publish(ctx context.Context, p *prober) {
 		case <-s.trigger:
 		case <-t.C:
 		}
+		s.rebuild(p)
 	}
 }
 
