@@ -70,7 +70,11 @@ func serve(t *testing.T, conf, token string) *served {
 	bin := buildBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, bin, "--config", "../../conf/server/"+conf)
+	// Run from the checkout's root, as a user does after `make setup`: the
+	// server finds ONNX Runtime and the models beside its working directory
+	// even when MORTRED_ORT_LIB and MORTRED_MODEL_DIR are not set.
+	cmd := exec.CommandContext(ctx, bin, "--config", filepath.Join("conf", "server", conf))
+	cmd.Dir = filepath.Join("..", "..")
 	cmd.Env = append(os.Environ(), "MORTRED_LISTEN_PORT=0", "MORTRED_AUTH_TOKEN="+token)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
