@@ -35,7 +35,7 @@ func UDP() (int, error) {
 }
 
 func pick(bind func(addr string) (io.Closer, error)) (int, error) {
-	lo, hi := 10000, EphemeralLow()
+	lo, hi := 10000, ephemeralLow()
 	if hi-lo < 1000 {
 		lo, hi = 1024, 65536 // an unusual ephemeral range: take any port
 	}
@@ -57,9 +57,9 @@ func pick(bind func(addr string) (io.Closer, error)) (int, error) {
 	return 0, fmt.Errorf("no free loopback port in [%d, %d) after 1000 tries", lo, hi)
 }
 
-// EphemeralLow is the first port of the kernel's ephemeral range, or 32768
+// ephemeralLow is the first port of the kernel's ephemeral range, or 32768
 // when /proc does not say.
-func EphemeralLow() int {
+func ephemeralLow() int {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
 		return 32768

@@ -20,7 +20,7 @@ func TestDistinct(t *testing.T) {
 			t.Fatalf("port %d handed out twice", p)
 		}
 		seen[p] = true
-		if low := EphemeralLow(); low >= 11000 && (p >= low || p < 10000) {
+		if low := ephemeralLow(); low >= 11000 && (p >= low || p < 10000) {
 			t.Fatalf("port %d is outside [10000, %d)", p, low)
 		}
 	}

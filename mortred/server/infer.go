@@ -17,9 +17,8 @@ import (
 // each slot.
 type call struct {
 	deadline time.Time
-	onStart  func() // first item handed to the model (async: running)
-	parsed   *envelope.Parsed
-	params   map[string]json.RawMessage
+	onStart  func()           // first item handed to the model (async: running)
+	parsed   *envelope.Parsed // its Params go to every Prepare
 
 	// refs counts who may still read the request's image bytes: the handler
 	// and each item no worker has prepared yet. The last to let go hands the
@@ -38,7 +37,7 @@ type call struct {
 
 func newCall(p *envelope.Parsed, deadline time.Time, onStart func()) *call {
 	n := len(p.Data)
-	return &call{deadline: deadline, onStart: onStart, parsed: p, params: p.Params, refs: n + 1,
+	return &call{deadline: deadline, onStart: onStart, parsed: p, refs: n + 1,
 		results: make([]envelope.Item, n), finished: make([]bool, n), remaining: n, done: make(chan struct{})}
 }
 

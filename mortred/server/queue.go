@@ -5,16 +5,13 @@ import (
 	"math"
 	"sync"
 	"time"
-
-	"github.com/fe64bb06/frontdoor/mortred/model"
 )
 
 // item is one image waiting for, or being prepared and run by, a worker.
 type item struct {
 	call     *call
 	idx      int
-	image    []byte      // the request's bytes, until the worker has prepared them
-	input    model.Input // what Prepare made of image
+	image    []byte // the request's bytes, until the worker has prepared them
 	enqueued time.Time
 	elem     *list.Element // guarded by queue.mu; nil once taken or removed
 }

@@ -91,27 +91,23 @@ func (s *Server) runBatch(ctx context.Context, m model.Model, batch []*item) {
 	s.m.workersBusy.Inc()
 	defer s.m.workersBusy.Dec()
 	start := time.Now()
-	live := taken[:0]
+	live := make([]*item, 0, len(taken))
+	inputs := make([]model.Input, 0, len(taken))
 	for _, it := range taken {
-		in, err := safePrepare(m, it.image, it.call.params)
+		in, err := safePrepare(m, it.image, it.call.parsed.Params)
 		it.image = nil
 		it.call.drop(1)
 		if err != nil {
 			it.call.finish(it.idx, failedItem(err))
 			continue
 		}
-		it.input = in
-		live = append(live, it)
+		live, inputs = append(live, it), append(inputs, in)
 	}
 	prepared := time.Now()
 	s.m.prepareMS.Observe(float64(prepared.Sub(start).Nanoseconds()) / 1e6)
 	if len(live) == 0 {
 		s.q.observe(prepared.Sub(start), len(taken))
 		return
-	}
-	inputs := make([]model.Input, len(live))
-	for i, it := range live {
-		inputs[i] = it.input
 	}
 	s.m.batchSize.Observe(float64(len(live)))
 	results, err := safeRun(ctx, m, inputs)
