@@ -278,7 +278,9 @@ func TestReloadKeepsStateAndOldKeysOnError(t *testing.T) {
 	if err := os.WriteFile(p, []byte("[[key]]\nid = \n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return testutil.ToFloat64(collectorMetric(reg, "mentat_serve_keys_reload_failures_total")) == 1 })
+	waitFor(t, func() bool {
+		return testutil.ToFloat64(collectorMetric(reg, "mentat_serve_keys_reload_failures_total")) == 1
+	})
 	if len(s.Keys()) != 2 {
 		t.Fatal("a broken file replaced the keys")
 	}
@@ -327,8 +329,12 @@ type lockedBuffer struct {
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
-func (l *lockedBuffer) String() string             { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 func TestPermissionWarningAndStartError(t *testing.T) {
 	dir := t.TempDir()
