@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/internal/keys"
 	"github.com/fe64bb06/frontdoor/internal/logx"
 	"github.com/fe64bb06/frontdoor/internal/version"
 	"github.com/fe64bb06/frontdoor/mentat/agent"
@@ -23,6 +24,8 @@ const usage = `usage:
   mentatd daemon                  node daemon (HTTP :6380, UDP announcements)
   mentatd agent [-- command...]   register with the daemon; run command as the actor
   mentatd serve                   the router (same as mentatd-serve)
+  mentatd serve keys new|list|disable|enable ...
+                                  the router's key file (same as mentatd-serve keys)
   mentatd --version
 Configuration is by environment; see docs/mentatd.md.`
 
@@ -45,8 +48,11 @@ func main() {
 	case "agent":
 		os.Exit(runAgent(env, log, os.Args[2:]))
 	case "serve":
+		if len(os.Args) > 2 && os.Args[2] == "keys" {
+			os.Exit(keys.Command(keys.Router, os.Args[3:], os.Stdout, os.Stderr))
+		}
 		if len(os.Args) > 2 {
-			fmt.Fprintln(os.Stderr, "mentatd serve takes no arguments; configure it by environment (docs/mentatd-serve.md)")
+			fmt.Fprintln(os.Stderr, "mentatd serve takes no arguments but the keys subcommand; configure it by environment (docs/mentatd-serve.md)")
 			os.Exit(2)
 		}
 		os.Exit(app.Main(envconf.OS(), log))

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/internal/keys"
 )
 
 // Environment the CLI reads.
@@ -37,6 +38,12 @@ type CLI struct {
 	G        Globals
 }
 
+// exitCode ends the command with this code, its messages already written
+// (the keys subcommand's own).
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit %d", int(e)) }
+
 // usageError is a mistake in the command line (exit 2).
 type usageError struct{ msg string }
 
@@ -55,6 +62,11 @@ commands:
   init-edge --mode lan|acme|files [--server-name N] [--out DIR] [--listen PORT]
             [--cert FILE --key FILE] [--gateway-addr HOST:PORT]
                                   write the Nginx TLS edge in front of the gateway
+  keys new --file F --id NAME [--models GLOB,...] [--rpm N] [--ipm N]
+           [--max-concurrent N] [--priority P] [--weight W] [--expires T]
+                                  make an API key: print it once, append its entry
+  keys list --file F [--json]     the key file's entries, without hashes
+  keys disable|enable --file F ID turn a key off or on (a running gateway reloads)
 
 environment: MORTREDCTL_ADDR (default 127.0.0.1:8787), MORTREDCTL_GATEWAY_ADDR
 (default 127.0.0.1:8080), MORTREDCTL_TOKEN, else MORTRED_API_TOKEN.
@@ -66,9 +78,12 @@ func Main(args []string, out, errw io.Writer, env envconf.Env) int {
 	c := &CLI{Out: out, Err: errw, Env: env}
 	err := c.run(args)
 	var ue usageError
+	var ec exitCode
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &ec):
+		return int(ec)
 	case errors.As(err, &ue):
 		fmt.Fprintln(errw, "mortredctl:", err)
 		fmt.Fprint(errw, usage)
@@ -115,6 +130,11 @@ func (c *CLI) run(args []string) error {
 		return c.initTrust(rest)
 	case "init-edge":
 		return c.initEdge(rest)
+	case "keys":
+		if code := keys.Command(keys.Gateway, rest, c.Out, c.Err); code != 0 {
+			return exitCode(code)
+		}
+		return nil
 	case "help", "-h", "--help":
 		return flag.ErrHelp
 	}
