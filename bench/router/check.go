@@ -11,7 +11,7 @@ import (
 
 // check sends one request and wants a 200 chat completion, so a
 // misrouted path (404, 503) fails the run instead of being measured.
-func check(ctx context.Context, url string, body []byte) error {
+func check(ctx context.Context, url string, body []byte, header map[string]string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
@@ -19,6 +19,9 @@ func check(ctx context.Context, url string, body []byte) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ package router
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -74,11 +75,15 @@ const (
 	streamToks  = 20
 )
 
-// floorPath names the net/http floor in the tables.
-const floorPath = "net/http floor"
+// floorPath names the net/http floor in the tables; keysPath the router
+// with SERVE_KEYS_FILE set, every request carrying a key.
+const (
+	floorPath = "net/http floor"
+	keysPath  = "router, keys on"
+)
 
 // Paths, in the order every measurement visits them.
-var paths = []string{"direct", "nginx", floorPath, "router"}
+var paths = []string{"direct", "nginx", floorPath, "router", keysPath}
 
 // Result is the section of the report plus the figures the summary
 // checks against the targets.
@@ -106,6 +111,12 @@ type Result struct {
 	// gap p50 ratios, and frames that arrived coalesced (gap < 1 ms).
 	StreamTTFF, StreamGap float64
 	StreamCoalesced       int
+	// Keys on (issue 27): the keyed router's CPU µs per small request at
+	// Conns connections, its added p50 at one connection, and its stream
+	// TTFF p50 beside the floor's (both over direct's).
+	KeysCPU                         float64
+	KeysAddedP50                    time.Duration
+	KeysStreamTTFF, FloorStreamTTFF float64
 }
 
 // Run starts the cluster and Nginx, measures, stops them.
@@ -130,6 +141,29 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("net/http floor: %w", err)
 	}
 	defer fl.Proc.Stop()
+	keyFile, secret, err := cluster.WriteKeyFile(cfg.WorkDir)
+	if err != nil {
+		return Result{}, err
+	}
+	bearer := "Bearer " + secret
+	keyed, keyedURL, err := cl.StartRouter(ctx, "mentatd-serve-keys", []string{"SERVE_KEYS_FILE=" + keyFile}, http.Header{"Authorization": {bearer}})
+	if err != nil {
+		return Result{}, fmt.Errorf("router with keys: %w", err)
+	}
+	// headers is a fresh map per call: wrk.Opts fills in its defaults.
+	headers := func(path string) map[string]string {
+		if path == keysPath {
+			return map[string]string{"Authorization": bearer}
+		}
+		return nil
+	}
+	// script names each path's wrk script: the keyed one holds the key.
+	script := func(load, path string) string {
+		if path == keysPath {
+			return load + "-keys"
+		}
+		return load
+	}
 
 	base := func(path, group string) string {
 		switch path {
@@ -139,6 +173,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return ng.URL(group)
 		case floorPath:
 			return fl.URL(group)
+		case keysPath:
+			return keyedURL
 		}
 		return cl.RouterURL
 	}
@@ -150,7 +186,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	stream := []byte(fmt.Sprintf(`{"model":%q,"stream":true,"messages":[{"role":"user","content":"hi"}],"max_tokens":%d}`, streamModel, streamToks))
 
 	for _, p := range paths {
-		if err := check(ctx, base(p, "fast")+chat, small); err != nil {
+		if err := check(ctx, base(p, "fast")+chat, small, headers(p)); err != nil {
 			return Result{}, fmt.Errorf("%s: %w", p, err)
 		}
 	}
@@ -173,6 +209,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		"nginx":   {Name: "nginx", URL: base("nginx", "fast") + chat, Procs: []compare.Proc{{Label: "proxy", PID: ng.Proc.PID()}, engine}},
 		floorPath: {Name: floorPath, URL: base(floorPath, "fast") + chat, Procs: []compare.Proc{{Label: "proxy", PID: fl.Proc.PID()}, engine}},
 		"router":  {Name: "router", URL: base("router", "fast") + chat, Procs: []compare.Proc{{Label: "proxy", PID: cl.Router.PID()}, engine}},
+		keysPath:  {Name: keysPath, URL: base(keysPath, "fast") + chat, Procs: []compare.Proc{{Label: "proxy", PID: keyed.PID()}, engine}},
 	}
 	wres := map[string][]compare.Measured{} // load|path → rounds
 	sres := map[string][]sse.StreamResult{}
@@ -180,8 +217,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	for round := range cfg.Rounds {
 		for _, l := range loads {
 			for _, p := range paths {
-				m, err := compare.Run(ctx, cfg.WorkDir, fast[p], wrk.Opts{Body: l.body, Conns: l.conns,
-					Duration: cfg.Duration, MaxRequests: cfg.MaxRequests, CPUs: cfg.LoadCPUs, Name: l.file})
+				m, err := compare.Run(ctx, cfg.WorkDir, fast[p], wrk.Opts{Body: l.body, Conns: l.conns, Headers: headers(p),
+					Duration: cfg.Duration, MaxRequests: cfg.MaxRequests, CPUs: cfg.LoadCPUs, Name: script(l.file, p)})
 				if err != nil {
 					return Result{}, fmt.Errorf("%s: %w", l.name, err)
 				}
@@ -192,7 +229,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			}
 		}
 		for _, p := range paths {
-			r, err := sse.RunStreams(ctx, cfg.Self, cfg.LoadCPUs, sse.StreamOpts{URL: base(p, "stream") + chat, Body: stream,
+			r, err := sse.RunStreams(ctx, cfg.Self, cfg.LoadCPUs, sse.StreamOpts{URL: base(p, "stream") + chat, Body: stream, Header: headers(p),
 				Concurrency: cfg.StreamConcurrency, Count: 100000, Duration: cfg.Duration})
 			if err != nil {
 				return Result{}, fmt.Errorf("streams via %s: %w", p, err)
@@ -227,6 +264,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			res.AddedP50 = aggs["router"].P50 - d.P50
 			res.NginxAddedP50 = aggs["nginx"].P50 - d.P50
 			res.FloorAddedP50 = aggs[floorPath].P50 - d.P50
+			res.KeysAddedP50 = aggs[keysPath].P50 - d.P50
 		}
 		if !l.small && aggs["nginx"].RPS > 0 {
 			v, fv := aggs["router"].RPS/aggs["nginx"].RPS, aggs[floorPath].RPS/aggs["nginx"].RPS
@@ -240,6 +278,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			res.RouterVsNginx = aggs["router"].RPS / aggs["nginx"].RPS
 			res.RouterCPU, res.NginxCPU = aggs["router"].CPUus["proxy"], aggs["nginx"].CPUus["proxy"]
 			res.FloorCPU = aggs[floorPath].CPUus["proxy"]
+			res.KeysCPU = aggs[keysPath].CPUus["proxy"]
 			if res.NginxCPU > 0 {
 				res.CPUVsNginx = res.RouterCPU / res.NginxCPU
 				res.FloorCPUVsNginx = res.FloorCPU / res.NginxCPU
@@ -261,6 +300,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			harness.Ratio(float64(s.Gap50), float64(sd.Gap50)), fmt.Sprintf("%d / %d", s.Coalesced, s.Gaps), fmt.Sprintf("%d (%d differ)", s.Frames, s.FramesDiffer)})
 		if s.FirstError != "" {
 			fmt.Fprintf(&b, "First stream error via %s: `%s`\n\n", p, s.FirstError)
+		}
+		if sd.TTFF50 > 0 {
+			switch p {
+			case keysPath:
+				res.KeysStreamTTFF = float64(s.TTFF50) / float64(sd.TTFF50)
+			case floorPath:
+				res.FloorStreamTTFF = float64(s.TTFF50) / float64(sd.TTFF50)
+			}
 		}
 		if p == "router" && sd.TTFF50 > 0 && sd.Gap50 > 0 {
 			res.StreamTTFF, res.StreamGap = float64(s.TTFF50)/float64(sd.TTFF50), float64(s.Gap50)/float64(sd.Gap50)

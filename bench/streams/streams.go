@@ -53,7 +53,7 @@ const model = "bench-idle"
 
 // Column names of the table.
 const (
-	routerCol = "router (`mentatd-serve`)"
+	routerCol = "router (`mentatd-serve`, keys on)"
 	floorCol  = "net/http floor"
 )
 
@@ -79,12 +79,19 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				"to 65536, the full %d run.", want, cfg.NoFile, want)
 		}
 	}
-	cl, err := cluster.Start(ctx, cluster.Opts{BinDir: cfg.BinDir, LogDir: cfg.WorkDir, CPUs: cfg.ServerCPUs,
+	// The router runs with keys on (issue 27 sets the target so): every
+	// stream carries a key and holds its grant while it is open.
+	keyFile, secret, err := cluster.WriteKeyFile(cfg.WorkDir)
+	if err != nil {
+		return Result{}, err
+	}
+	auth := map[string]string{"Authorization": "Bearer " + secret}
+	cl, err := cluster.Start(ctx, cluster.Opts{BinDir: cfg.BinDir, LogDir: cfg.WorkDir, CPUs: cfg.ServerCPUs, RouterHeader: http.Header{"Authorization": {auth["Authorization"]}},
 		Engines: []cluster.Engine{{Group: "idle", Model: model, Flags: []string{"--ttft", "10ms", "--itl", "10m", "--jitter", "0", "--prefill-per-token", "0",
 			"--max-num-seqs", strconv.Itoa(cfg.N + 100), "--max-waiting", "1000", "--shutdown-timeout", "1s"}}},
 		// Every stream holds a client connection: lift SERVE_MAX_CONNECTIONS
 		// (4096 by default) so all cfg.N streams open.
-		RouterEnv: []string{"SERVE_MAX_CONNECTIONS=0"}})
+		RouterEnv: []string{"SERVE_MAX_CONNECTIONS=0", "SERVE_KEYS_FILE=" + keyFile}})
 	if err != nil {
 		return Result{}, fmt.Errorf("cluster: %w", err)
 	}
@@ -98,20 +105,20 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	const chat = "/v1/chat/completions"
 	enginePID := cl.EnginePID("idle")
 
-	rt, err := measure(ctx, cfg, cl.RouterURL+chat, body, cl.Router.PID(), cl.RouterURL, enginePID)
+	rt, err := measure(ctx, cfg, cl.RouterURL+chat, body, auth, cl.Router.PID(), cl.RouterURL, enginePID)
 	if err != nil {
 		return Result{}, fmt.Errorf("router: %w", err)
 	}
 	// The engine drops the router's streams when their connections close;
 	// give it the same settle time before the floor's warm-up.
 	time.Sleep(cfg.Settle)
-	ft, err := measure(ctx, cfg, fl.URL("idle")+chat, body, fl.Proc.PID(), "", enginePID)
+	ft, err := measure(ctx, cfg, fl.URL("idle")+chat, body, nil, fl.Proc.PID(), "", enginePID)
 	if err != nil {
 		return Result{}, fmt.Errorf("net/http floor: %w", err)
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d concurrent SSE streams through `mentatd-serve` to enginesim (`--ttft 10ms --itl 10m`: each stream gets its first frame, "+
+	fmt.Fprintf(&b, "%d concurrent SSE streams through `mentatd-serve` with keys on (`SERVE_KEYS_FILE`, one key, every stream authenticated and counted) to enginesim (`--ttft 10ms --itl 10m`: each stream gets its first frame, "+
 		"then stays open and silent), then the same through the net/http floor (`bench/router/floor`: net/http's server and one "+
 		"http.Transport RoundTrip per request, with the router's buffer sizes: 1 KiB Transport buffers, a 512 B relay buffer for an event "+
 		"stream; no routing, metrics or limits), pinned like the router, to the same engine. The client (`sse-client idle`, raw TCP, "+
@@ -215,8 +222,8 @@ func read(pid int, metricsURL string, enginePID int) (reading, error) {
 // closed, so the reading before includes the proxy's steady-state heap,
 // pools and first-request allocations rather than charging them to the
 // streams.
-func measure(ctx context.Context, cfg Config, url string, body []byte, pid int, metricsURL string, enginePID int) (run, error) {
-	warm, err := sse.OpenIdle(ctx, cfg.Self, cfg.LoadCPUs, sse.IdleOpts{URL: url, Body: body, N: 100, Hold: time.Minute})
+func measure(ctx context.Context, cfg Config, url string, body []byte, header map[string]string, pid int, metricsURL string, enginePID int) (run, error) {
+	warm, err := sse.OpenIdle(ctx, cfg.Self, cfg.LoadCPUs, sse.IdleOpts{URL: url, Body: body, Header: header, N: 100, Hold: time.Minute})
 	if err != nil {
 		return run{}, fmt.Errorf("warm-up: %w", err)
 	}
@@ -228,7 +235,7 @@ func measure(ctx context.Context, cfg Config, url string, body []byte, pid int, 
 	if m.before, err = read(pid, metricsURL, enginePID); err != nil {
 		return run{}, err
 	}
-	idle, err := sse.OpenIdle(ctx, cfg.Self, cfg.LoadCPUs, sse.IdleOpts{URL: url, Body: body, N: cfg.N, Parallel: 128,
+	idle, err := sse.OpenIdle(ctx, cfg.Self, cfg.LoadCPUs, sse.IdleOpts{URL: url, Body: body, Header: header, N: cfg.N, Parallel: 128,
 		OpenTimeout: 120 * time.Second, Hold: 3 * time.Minute})
 	if err != nil {
 		return run{}, err

@@ -9,11 +9,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/fe64bb06/frontdoor/bench/internal/harness"
+	"github.com/fe64bb06/frontdoor/internal/keys"
 )
 
 // StartTimeout bounds the cluster's start, until every model routes.
@@ -37,8 +39,10 @@ type Opts struct {
 	// CPUs pins every process of the cluster ("" = no pin).
 	CPUs    string
 	Engines []Engine
-	// RouterEnv is added to the router's environment.
-	RouterEnv []string
+	// RouterEnv is added to the router's environment; RouterHeader goes
+	// on its readiness check (the key, when RouterEnv turns keys on).
+	RouterEnv    []string
+	RouterHeader http.Header
 }
 
 // Cluster is a running cluster. Stop ends every process.
@@ -52,6 +56,12 @@ type Cluster struct {
 	// RouterEnvUsed is the router's configuration, for the report.
 	RouterEnvUsed []string
 	groups        []string // per agent
+
+	opts    Opts
+	daemon  string // host:port
+	udpPort int
+	models  []string
+	extra   []*harness.Proc // StartRouter's
 }
 
 // Start starts the daemon, the agents (with their engines) and the router,
@@ -99,35 +109,63 @@ func Start(ctx context.Context, o Opts) (c *Cluster, err error) {
 		c.groups = append(c.groups, e.Group)
 		models = append(models, e.Model)
 	}
-	c.RouterEnvUsed = append([]string{"SERVE_PORT=" + strconv.Itoa(servePort), "MENTAT_DAEMONS=" + daemon,
-		"MENTAT_ANNOUNCE_PORT=" + strconv.Itoa(udpPort), "POLL_INTERVAL_S=1", "PROBE_INTERVAL_S=1"}, o.RouterEnv...)
-	c.Router, err = harness.Start(o.LogDir, harness.Spec{Name: "mentatd-serve", Bin: bin("mentatd-serve"), CPUs: o.CPUs, Env: c.RouterEnvUsed})
+	c.opts, c.daemon, c.udpPort, c.models = o, daemon, udpPort, models
+	c.Router, c.RouterURL, c.RouterEnvUsed, err = c.startRouter(ctx, "mentatd-serve", servePort, o.RouterEnv, o.RouterHeader, append([]*harness.Proc{c.Daemon}, c.Agents...))
+	return c, err
+}
+
+// StartRouter starts one more router beside the cluster's (same daemon,
+// same engines) with env added to the common configuration, and returns
+// once it lists every model. header goes on its readiness check (an
+// Authorization header when env turns keys on). The cluster's Stop stops
+// it too.
+func (c *Cluster) StartRouter(ctx context.Context, name string, env []string, header http.Header) (*harness.Proc, string, error) {
+	port, err := harness.FreePort()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	c.RouterURL = "http://127.0.0.1:" + strconv.Itoa(servePort)
-	procs := append([]*harness.Proc{c.Daemon, c.Router}, c.Agents...)
-	err = harness.Eventually(ctx, StartTimeout, "router lists "+fmt.Sprint(models), func() error {
+	p, url, _, err := c.startRouter(ctx, name, port, env, header, []*harness.Proc{c.Daemon})
+	if p != nil {
+		c.extra = append(c.extra, p)
+	}
+	return p, url, err
+}
+
+func (c *Cluster) startRouter(ctx context.Context, name string, port int, env []string, header http.Header, deps []*harness.Proc) (*harness.Proc, string, []string, error) {
+	// UDP announcements reach the first router only (one socket); the
+	// others find the engines through the daemon.
+	announce := c.udpPort
+	if c.Router != nil {
+		announce = 0
+	}
+	used := append([]string{"SERVE_PORT=" + strconv.Itoa(port), "MENTAT_DAEMONS=" + c.daemon,
+		"MENTAT_ANNOUNCE_PORT=" + strconv.Itoa(announce), "POLL_INTERVAL_S=1", "PROBE_INTERVAL_S=1"}, env...)
+	proc, err := harness.Start(c.opts.LogDir, harness.Spec{Name: name, Bin: filepath.Join(c.opts.BinDir, "mentatd-serve"), CPUs: c.opts.CPUs, Env: used})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	url := "http://127.0.0.1:" + strconv.Itoa(port)
+	err = harness.Eventually(ctx, StartTimeout, name+" lists "+fmt.Sprint(c.models), func() error {
 		var list struct {
 			Data []struct {
 				ID string `json:"id"`
 			} `json:"data"`
 		}
-		if err := get(c.RouterURL+"/v1/models", &list); err != nil {
+		if err := getWith(url+"/v1/models", header, &list); err != nil {
 			return err
 		}
 		have := map[string]bool{}
 		for _, d := range list.Data {
 			have[d.ID] = true
 		}
-		for _, m := range models {
+		for _, m := range c.models {
 			if !have[m] {
 				return fmt.Errorf("model %s not routed yet", m)
 			}
 		}
 		return nil
-	}, procs...)
-	return c, err
+	}, append(deps, proc)...)
+	return proc, url, used, err
 }
 
 // EngineURL is the base URL of a group's engine, for direct calls.
@@ -151,6 +189,9 @@ func (c *Cluster) EnginePID(group string) int {
 // Stop ends the router, the agents (which stop their engines) and the
 // daemon.
 func (c *Cluster) Stop() {
+	for _, p := range c.extra {
+		p.Stop()
+	}
 	if c.Router != nil {
 		c.Router.Stop()
 	}
@@ -164,8 +205,17 @@ func (c *Cluster) Stop() {
 
 var client = &http.Client{Timeout: 5 * time.Second}
 
-func get(url string, v any) error {
-	resp, err := client.Get(url)
+func get(url string, v any) error { return getWith(url, nil, v) }
+
+func getWith(url string, header http.Header, v any) error {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	for k, vv := range header {
+		req.Header[k] = vv
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -177,4 +227,18 @@ func get(url string, v any) error {
 		return nil
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// WriteKeyFile writes a router key file into dir with one key that
+// allows every model, with limits far above any benchmark's load (so the
+// limiter's work is measured, never its refusals), and returns the
+// file's path and the key's secret.
+func WriteKeyFile(dir string) (path, secret string, err error) {
+	secret, hash, err := keys.NewSecret(keys.Router)
+	if err != nil {
+		return "", "", err
+	}
+	path = filepath.Join(dir, "bench-keys.toml")
+	body := fmt.Sprintf("[[key]]\nid = \"bench\"\nhash = %q\nrpm = 1000000000\ntpm = 1000000000000\nmax_concurrent = 1000000\n", hash)
+	return path, secret, os.WriteFile(path, []byte(body), 0o600)
 }

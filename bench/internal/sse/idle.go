@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,9 @@ type IdleOpts struct {
 	// whose engine sends a first frame and then nothing for a long time.
 	URL  string
 	Body []byte
+	// Header is added to every request (an Authorization header for a
+	// router with keys on).
+	Header map[string]string
 	// N is how many streams to open (default 10,000).
 	N int
 	// Parallel is how many are being opened at once (default 128).
@@ -59,8 +63,12 @@ func openIdle(ctx context.Context, o IdleOpts) ([]net.Conn, IdleResult) {
 	if err != nil {
 		return nil, IdleResult{Errors: 1, FirstError: err.Error()}
 	}
-	req := fmt.Appendf(nil, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: %d\r\n\r\n%s",
-		u.RequestURI(), u.Host, len(o.Body), o.Body)
+	var extra strings.Builder
+	for k, v := range o.Header {
+		fmt.Fprintf(&extra, "%s: %s\r\n", k, v)
+	}
+	req := fmt.Appendf(nil, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n%sContent-Length: %d\r\n\r\n%s",
+		u.RequestURI(), u.Host, extra.String(), len(o.Body), o.Body)
 	ctx, cancel := context.WithTimeout(ctx, o.OpenTimeout)
 	defer cancel()
 	start := time.Now()

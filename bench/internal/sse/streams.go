@@ -29,6 +29,9 @@ type StreamOpts struct {
 	// "stream": true.
 	URL  string
 	Body []byte
+	// Header is added to every request (an Authorization header for a
+	// router with keys on).
+	Header map[string]string
 	// Concurrency is how many streams run at once (default 16).
 	Concurrency int
 	// Count bounds the streams started (default 1,000); Duration bounds
@@ -96,7 +99,7 @@ func runStreams(ctx context.Context, o StreamOpts) StreamResult {
 	for range o.Concurrency {
 		wg.Go(func() {
 			for next.Add(1) <= int64(o.Count) && time.Now().Before(deadline) && ctx.Err() == nil {
-				s, err := stream(ctx, client, o.URL, o.Body)
+				s, err := stream(ctx, client, o.URL, o.Body, o.Header)
 				mu.Lock()
 				if err != nil {
 					errs++
@@ -143,11 +146,12 @@ func runStreams(ctx context.Context, o StreamOpts) StreamResult {
 }
 
 // stream sends one request and timestamps every frame as its line arrives.
-func stream(ctx context.Context, c *http.Client, url string, body []byte) (oneStream, error) {
+func stream(ctx context.Context, c *http.Client, url string, body []byte, header map[string]string) (oneStream, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return oneStream{}, err
 	}
+	setHeader(req, header)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	start := time.Now()
@@ -189,5 +193,12 @@ func stream(ctx context.Context, c *http.Client, url string, body []byte) (oneSt
 			s.gaps = append(s.gaps, now.Sub(last))
 		}
 		last = now
+	}
+}
+
+// setHeader adds the load's extra header fields to req.
+func setHeader(req *http.Request, header map[string]string) {
+	for k, v := range header {
+		req.Header.Set(k, v)
 	}
 }
