@@ -69,7 +69,7 @@ type prober struct {
 	log                        *slog.Logger
 	// upstream are the keys sent with each group's probes.
 	upstream *upstream.Keys
-	onChange                   func()
+	onChange func()
 
 	ctx    context.Context
 	wg     sync.WaitGroup
