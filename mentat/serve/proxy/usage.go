@@ -118,8 +118,23 @@ func clampTokens(n int64) int64 { return max(0, min(n, maxTokens)) }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
-// tails are the pooled buffers of metered answers.
-var tails = sync.Pool{New: func() any { b := make([]byte, 0, TailBytes); return &b }}
+// tails are the pooled buffers of metered answers: twice TailBytes, so
+// that keeping the last TailBytes moves them once per TailBytes written
+// (an engine dribbling one byte at a time costs no copy per byte).
+var tails = sync.Pool{New: func() any { b := make([]byte, 0, 2*TailBytes); return &b }}
+
+// appendTail appends p to t, keeping at least the last TailBytes of the
+// whole within t's capacity of 2*TailBytes.
+func appendTail(t, p []byte) []byte {
+	if len(p) >= TailBytes {
+		return append(t[:0], p[len(p)-TailBytes:]...)
+	}
+	if len(t)+len(p) > 2*TailBytes {
+		keep := TailBytes - len(p)
+		t = t[:copy(t, t[len(t)-keep:])]
+	}
+	return append(t, p...)
+}
 
 // meter watches an admitted request's answer as it is relayed, and
 // charges its grant: a JSON answer from its tail once relayed, a stream
@@ -166,21 +181,13 @@ func (m *meter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// keep appends p to the tail, dropping what is older than TailBytes.
+// keep appends p to the tail, dropping what is older than TailBytes (at
+// least TailBytes are kept).
 func (m *meter) keep(p []byte) {
 	if m.tail == nil {
 		m.tail = tails.Get().(*[]byte)
 	}
-	t := *m.tail
-	if len(p) >= TailBytes {
-		t = append(t[:0], p[len(p)-TailBytes:]...)
-	} else {
-		if over := len(t) + len(p) - TailBytes; over > 0 {
-			t = t[:copy(t, t[over:])]
-		}
-		t = append(t, p...)
-	}
-	*m.tail = t
+	*m.tail = appendTail(*m.tail, p)
 }
 
 // observe follows a stream's lines across writes. A line that lies
@@ -235,22 +242,17 @@ func (m *meter) partial(seg []byte) {
 		}
 		seg = seg[take:]
 	}
-	if over := len(t) + len(seg) - TailBytes; over > 0 {
-		if len(seg) >= TailBytes {
-			t = append(t[:0], seg[len(seg)-TailBytes:]...)
-			seg = nil
-		} else {
-			t = t[:copy(t, t[over:])]
-		}
-	}
-	*m.tail = append(t, seg...)
+	*m.tail = appendTail(t, seg)
 }
 
 // endPartial ends a line gathered by partial.
 func (m *meter) endPartial() {
 	if m.tail != nil {
-		if m.kind != 2 {
-			m.line(*m.tail)
+		switch t := *m.tail; m.kind {
+		case 0: // shorter than "data:"
+			m.line(t)
+		case 1: // its start may have been dropped for its end
+			m.payload(bytes.TrimPrefix(bytes.TrimSuffix(t, []byte("\r")), []byte("data:")))
 		}
 		*m.tail = (*m.tail)[:0]
 		tails.Put(m.tail)
@@ -262,10 +264,13 @@ func (m *meter) endPartial() {
 // line looks at one whole line of the stream (its end, if it was long).
 func (m *meter) line(l []byte) {
 	l = bytes.TrimSuffix(l, []byte("\r"))
-	d, ok := bytes.CutPrefix(l, []byte("data:"))
-	if !ok {
-		return
+	if d, ok := bytes.CutPrefix(l, []byte("data:")); ok {
+		m.payload(d)
 	}
+}
+
+// payload looks at one data line's value.
+func (m *meter) payload(d []byte) {
 	d = bytes.TrimLeft(d, " ")
 	if bytes.Equal(d, []byte("[DONE]")) {
 		return
