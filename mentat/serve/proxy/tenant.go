@@ -69,6 +69,9 @@ func WriteRejection(w http.ResponseWriter, rej *keys.Rejection, model string) {
 // answer carries them, and its grant is ended by record.
 func (p *Proxy) admit(w http.ResponseWriter, x *exchange, k *keys.Key, model string) error {
 	if rej := k.Scope(model); rej != nil {
+		if rej.Key == nil {
+			rej.Key = k // the message names the key and its scope
+		}
 		rej.SetHeaders(w.Header())
 		return RejectionError(rej, model)
 	}

@@ -134,6 +134,9 @@ func (h *handler) count(w http.ResponseWriter, r *http.Request, grant **keys.Gra
 	if k != nil {
 		// As the proxy: scope first, then the key's limits.
 		if rej := k.Scope(req.Model); rej != nil {
+			if rej.Key == nil {
+				rej.Key = k
+			}
 			rej.SetHeaders(w.Header())
 			return 0, proxy.RejectionError(rej, req.Model)
 		}
