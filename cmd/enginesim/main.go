@@ -28,6 +28,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "enginesim:", err)
 		os.Exit(2)
 	}
+	cfg.UseEnvKey(os.Getenv("VLLM_API_KEY"))
 	log := logx.Default()
 	eng, err := enginesim.New(cfg, log)
 	if err != nil {

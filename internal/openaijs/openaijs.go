@@ -24,6 +24,9 @@ import (
 //go:embed client.mjs
 var script []byte
 
+//go:embed keys.mjs
+var keysScript []byte
+
 // Clients are the npm aliases of the pinned client majors.
 var Clients = []string{"openai-v4", "openai-v7"}
 
@@ -87,40 +90,114 @@ func depsNode() (string, error) {
 // Run runs client (one of Clients) against baseURL (ending in /v1) with
 // model, within a minute.
 func Run(client, baseURL, model string) (*Result, error) {
-	deps, err := depsNode()
+	var r Result
+	if err := run(script, client, &r, baseURL, model); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// KeysArgs is what keys.mjs is given: the router's base URL (ending in
+// /v1), a model in the scoped key's scope and a routed one outside it,
+// and the secrets of the keys it uses.
+type KeysArgs struct {
+	BaseURL string `json:"baseURL"`
+	Model   string `json:"model"`
+	Other   string `json:"other"`
+	// Scoped may use Model only; Wide every model; Tiny has a small rpm;
+	// Bad is no key of the file.
+	Scoped string `json:"scoped"`
+	Wide   string `json:"wide"`
+	Tiny   string `json:"tiny"`
+	Bad    string `json:"bad"`
+}
+
+// Failure is an error the client raised: its class and fields.
+type Failure struct {
+	Class  string `json:"cls"`
+	Status int    `json:"status"`
+	Type   string `json:"type"`
+	Code   string `json:"code"`
+}
+
+// KeysResult is what keys.mjs prints.
+type KeysResult struct {
+	Listed struct {
+		Scoped []string `json:"scoped"`
+		Wide   []string `json:"wide"`
+	} `json:"listed"`
+	RetrieveOther Failure  `json:"retrieveOther"`
+	BadKey        Failure  `json:"badKey"`
+	OutOfScope    Failure  `json:"outOfScope"`
+	Limited       *Failure `json:"limited"`
+	Retry         struct {
+		// Statuses are the HTTP statuses of the retried call's requests.
+		Statuses []int `json:"statuses"`
+		Waits    []struct {
+			AdvertisedMS float64 `json:"advertisedMs"`
+			RetryAfter   string  `json:"retryAfter"`
+			WaitedMS     float64 `json:"waitedMs"`
+		} `json:"waits"`
+		Answered int `json:"answered"`
+	} `json:"retry"`
+	Streams struct {
+		Usage *struct {
+			PromptTokens     int64 `json:"prompt_tokens"`
+			CompletionTokens int64 `json:"completion_tokens"`
+		} `json:"usage"`
+		CountedFrames int64 `json:"counted_frames"`
+	} `json:"streams"`
+}
+
+// RunKeys runs keys.mjs with client (one of Clients), within two minutes.
+func RunKeys(client string, args KeysArgs) (*KeysResult, error) {
+	b, err := json.Marshal(args)
 	if err != nil {
 		return nil, err
+	}
+	var r KeysResult
+	if err := run(keysScript, client, &r, string(b)); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// run runs the script src with client's index.mjs and args, and decodes
+// what it prints into out.
+func run(src []byte, client string, out any, args ...string) error {
+	deps, err := depsNode()
+	if err != nil {
+		return err
 	}
 	node := filepath.Join(deps, "node_modules", ".bin", "node")
 	entry := filepath.Join(deps, "node_modules", client, "index.mjs")
 	for _, p := range []string{node, entry} {
 		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("%w: run `make setup` (scripts/setup-npm.sh installs the pinned OpenAI clients)", err)
+			return fmt.Errorf("%w: run `make setup` (scripts/setup-npm.sh installs the pinned OpenAI clients)", err)
 		}
 	}
 	dir, err := os.MkdirTemp("", "openaijs")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "client.mjs")
-	if err := os.WriteFile(path, script, 0o600); err != nil {
-		return nil, err
+	if err := os.WriteFile(path, src, 0o600); err != nil {
+		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, path, entry, baseURL, model)
+	cmd := exec.CommandContext(ctx, node, append([]string{path, entry}, args...)...)
 	var stderr limitedBuffer
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	printed, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v\n%s", client, err, stderr.b)
+		return fmt.Errorf("%s: %v\n%s", client, err, stderr.b)
 	}
-	var r Result
-	if err := json.Unmarshal(out, &r); err != nil {
-		return nil, fmt.Errorf("%s printed %q: %v", client, out, err)
+	if err := json.Unmarshal(printed, out); err != nil {
+		return fmt.Errorf("%s printed %q: %v", client, printed, err)
 	}
-	return &r, nil
+	return nil
 }
 
 // limitedBuffer keeps the first 64 KiB written to it.

@@ -84,6 +84,10 @@ type Config struct {
 	// ShutdownTimeout is how long a SIGTERM waits for running streams before
 	// cutting them. Default 10s.
 	ShutdownTimeout time.Duration
+	// APIKeys are vLLM's --api-key values (or VLLM_API_KEY, UseEnvKey):
+	// with any, the OpenAI routes need one as a bearer token (apikey.go).
+	// Default none.
+	APIKeys []string
 }
 
 // defaultBatchedTokens is vLLM's max-num-batched-tokens for an API server
@@ -167,6 +171,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed for generated text, jitter and injected failures")
 	fs.IntVar(&c.MCPPort, "mcp-port", c.MCPPort, "port of the management MCP server at /mcp (0: off)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGINT/SIGTERM, wait this long for running requests")
+	fs.Func("api-key", "require this key as Authorization: Bearer on the OpenAI routes, as vLLM's flag; repeatable (default: VLLM_API_KEY)", func(v string) error {
+		if v == "" {
+			return errors.New("the key is empty")
+		}
+		c.APIKeys = append(c.APIKeys, v)
+		return nil
+	})
 }
 
 // Validate fills derived defaults (served names, KV capacity) and reports

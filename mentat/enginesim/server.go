@@ -75,8 +75,11 @@ func (e *Engine) newID(prefix string) string {
 	return fmt.Sprintf("%s%016x%016x", prefix, e.idBase, e.idSeq.Add(1))
 }
 
-// Handler is the OpenAI server: vLLM's paths, FastAPI's 404 and 405 bodies.
-func (e *Engine) Handler() http.Handler {
+// Handler is the OpenAI server: vLLM's paths, FastAPI's 404 and 405
+// bodies, and vLLM's API-key check when keys are configured.
+func (e *Engine) Handler() http.Handler { return requireKey(e.cfg.APIKeys, e.routes()) }
+
+func (e *Engine) routes() http.Handler {
 	routes := map[string]map[string]http.HandlerFunc{
 		"/v1/models":           {http.MethodGet: e.handleModels},
 		"/v1/chat/completions": {http.MethodPost: e.handleChat},

@@ -90,6 +90,15 @@ type Config struct {
 	// Subnets returns the subnets the router is attached to; nil reads the
 	// host's interfaces. Tests inject their own.
 	Subnets discovery.SubnetsFunc
+	// KeysFile is SERVE_KEYS_FILE, the key file (internal/keys); "" turns
+	// keys off: nothing is authenticated, as before keys existed.
+	KeysFile string
+	// UpstreamKeysFile is SERVE_UPSTREAM_KEYS_FILE, the keys the router
+	// sends each group's engine (package upstream); "" sends none.
+	UpstreamKeysFile string
+	// CORSOrigins is SERVE_CORS_ORIGINS, the browser origins that may call
+	// the router (httpx.CORS); empty answers no preflight.
+	CORSOrigins []string
 }
 
 // DefaultConfig is the configuration with nothing set.
@@ -104,7 +113,9 @@ func DefaultConfig() Config {
 // LoadConfig reads the environment. It fails only where the manual says the
 // process stops at boot (an unreadable or empty MENTAT_SECRET_FILE) or where
 // a value cannot mean anything (a MENTAT_DAEMONS entry that is not an
-// address); everything else falls back to its default.
+// address, a SERVE_CORS_ORIGINS entry that is not an origin); everything
+// else falls back to its default. The key files are read by the app, which
+// reports their errors with file and line.
 func LoadConfig(env envconf.Env) (Config, error) {
 	c := Config{
 		Port:           env.Port("SERVE_PORT", DefaultServePort, false),
@@ -160,6 +171,12 @@ func LoadConfig(env envconf.Env) (Config, error) {
 	}
 	if c.Daemons == nil {
 		c.Daemons = []string{}
+	}
+	c.KeysFile, _ = env.Value("SERVE_KEYS_FILE")
+	c.UpstreamKeysFile, _ = env.Value("SERVE_UPSTREAM_KEYS_FILE")
+	c.CORSOrigins = env.List("SERVE_CORS_ORIGINS", nil)
+	if err := httpx.CheckOrigins(c.CORSOrigins); err != nil {
+		return Config{}, fmt.Errorf("SERVE_CORS_ORIGINS: %w", err)
 	}
 	if path, ok := env.Value("MENTAT_SECRET_FILE"); ok {
 		b, err := os.ReadFile(path)

@@ -137,3 +137,25 @@ func TestLoadConfigRouting(t *testing.T) {
 		t.Errorf("warnings for %v", warned)
 	}
 }
+
+// TestLoadConfigKeys: the key files are paths (unset or empty: off), the
+// CORS origins a checked list.
+func TestLoadConfigKeys(t *testing.T) {
+	c, err := LoadConfig(envconf.Map(map[string]string{"SERVE_KEYS_FILE": " /etc/k.toml ", "SERVE_UPSTREAM_KEYS_FILE": "/etc/u.toml",
+		"SERVE_CORS_ORIGINS": "https://app.example, http://localhost:3000"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.KeysFile != "/etc/k.toml" || c.UpstreamKeysFile != "/etc/u.toml" ||
+		!reflect.DeepEqual(c.CORSOrigins, []string{"https://app.example", "http://localhost:3000"}) {
+		t.Fatalf("got %q %q %q", c.KeysFile, c.UpstreamKeysFile, c.CORSOrigins)
+	}
+	if c, err := LoadConfig(envconf.Map(map[string]string{"SERVE_KEYS_FILE": ""})); err != nil || c.KeysFile != "" || c.CORSOrigins != nil {
+		t.Fatalf("empty: %+v %v", c, err)
+	}
+	for _, bad := range []string{"*", "https://app.example/path", "app.example"} {
+		if _, err := LoadConfig(envconf.Map(map[string]string{"SERVE_CORS_ORIGINS": bad})); err == nil || !strings.Contains(err.Error(), "SERVE_CORS_ORIGINS") {
+			t.Errorf("SERVE_CORS_ORIGINS=%s: %v", bad, err)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fe64bb06/frontdoor/mentat/serve/discovery"
+	"github.com/fe64bb06/frontdoor/mentat/serve/upstream"
 )
 
 // maxModelsBytes bounds one /models answer.
@@ -65,7 +67,9 @@ type prober struct {
 	interval, timeout, promote time.Duration
 	getter                     *discovery.Getter
 	log                        *slog.Logger
-	onChange                   func()
+	// upstream are the keys sent with each group's probes.
+	upstream *upstream.Keys
+	onChange func()
 
 	ctx    context.Context
 	wg     sync.WaitGroup
@@ -190,7 +194,7 @@ func (p *prober) round(ctx context.Context, g *probeGroup) {
 		order = append(append([]string{inUse}, cands[idx+1:]...), cands[:idx]...)
 	}
 	for _, u := range order {
-		r, err := p.probe(ctx, u)
+		r, err := p.probe(ctx, g.name, u)
 		if ctx.Err() != nil {
 			return // our own cancellation says nothing about the engine
 		}
@@ -208,7 +212,7 @@ func (p *prober) round(ctx context.Context, g *probeGroup) {
 	if res.ok && idx > 0 && newInUse == inUse && now.Sub(later(since, lastPromote)) >= p.promote {
 		lastPromote = now
 		for _, u := range cands[:idx] {
-			r, err := p.probe(ctx, u)
+			r, err := p.probe(ctx, g.name, u)
 			if ctx.Err() != nil {
 				return
 			}
@@ -246,9 +250,14 @@ func (p *prober) round(ctx context.Context, g *probeGroup) {
 	p.onChange()
 }
 
-// probe asks one candidate for its model list.
-func (p *prober) probe(ctx context.Context, base string) (probeResult, error) {
-	r, err := p.getter.Get(ctx, strings.TrimRight(base, "/")+"/models", p.timeout, maxModelsBytes)
+// probe asks one candidate of group for its model list, with the group's
+// upstream key when it has one.
+func (p *prober) probe(ctx context.Context, group, base string) (probeResult, error) {
+	var h http.Header
+	if auth := p.upstream.Authorization(group); auth != nil {
+		h = http.Header{"Authorization": auth}
+	}
+	r, err := p.getter.GetWith(ctx, strings.TrimRight(base, "/")+"/models", h, p.timeout, maxModelsBytes)
 	if r.Retried {
 		p.retries.Add(1)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/fe64bb06/frontdoor/internal/logx"
 	"github.com/fe64bb06/frontdoor/mentat/serve/discovery"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
+	"github.com/fe64bb06/frontdoor/mentat/serve/upstream"
 )
 
 // shutdownGrace is how long Run lets in-flight requests finish after its
@@ -34,6 +35,10 @@ type Server struct {
 
 	// state gives replicas' routing state in /status.json (SetReplicaState).
 	state StateFunc
+	// front is the mux behind the middleware Use added (authentication).
+	front http.Handler
+	// upstream are the keys probes send each group's engine.
+	upstream *upstream.Keys
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -68,6 +73,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		trigger: make(chan struct{}, 1),
 		builder: builder{poll: cfg.PollInterval, fresh: cfg.ProbeFresh, allow: allow, subnets: cfg.Subnets},
 	}
+	s.front = s.mux
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
 	s.mux.HandleFunc("GET /v1/models/{id...}", s.handleModel)
 	s.mux.HandleFunc("GET /status.json", s.handleStatus)
@@ -89,8 +95,16 @@ func (s *Server) Routes() routes.Source { return &s.holder }
 // before Run.
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
-// Handler is the server's whole HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler is the server's whole HTTP handler, middleware included.
+func (s *Server) Handler() http.Handler { return s.front }
+
+// Use puts mw in front of every route (the last one added runs first).
+// Call it before Run.
+func (s *Server) Use(mw func(http.Handler) http.Handler) { s.front = mw(s.front) }
+
+// SetUpstreamKeys makes admission probes send each group's upstream key
+// (SERVE_UPSTREAM_KEYS_FILE); call it before Run.
+func (s *Server) SetUpstreamKeys(k *upstream.Keys) { s.upstream = k }
 
 // Uptime is how long this process's router has existed.
 func (s *Server) Uptime() time.Duration { return time.Since(s.start) }
@@ -158,6 +172,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.log.Info("serve_listening", "addr", s.ln.Addr().String(), "announce", fmt.Sprint(s.disc.AnnounceAddr()),
 		"daemons", fmt.Sprint(s.cfg.Daemons), "universe", s.cfg.Universe, "signed", len(s.cfg.Secret) > 0)
 	p := newProber(ctx, s.cfg.ProbeInterval, s.cfg.ProbeTimeout, s.cfg.ProbePromote, s.log, s.poke)
+	p.upstream = s.upstream
 	s.mu.Lock()
 	s.prober = p
 	s.mu.Unlock()
@@ -176,7 +191,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 	// net/http with the edge limits (SERVE_* variables); the connection
 	// cap wraps the listener.
-	srv := s.cfg.Edge.Server(s.mux, slog.NewLogLogger(s.log.Handler(), slog.LevelDebug))
+	srv := s.cfg.Edge.Server(s.front, slog.NewLogLogger(s.log.Handler(), slog.LevelDebug))
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(s.cfg.Edge.Listener(s.ln)) }()
 

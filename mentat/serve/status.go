@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/internal/keys"
 	"github.com/fe64bb06/frontdoor/mentat/serve/proxy"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 )
@@ -189,26 +190,44 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, Status(s.holder.Load(), s.Uptime(), s.state))
 }
 
+// handleModels answers GET /v1/models; with keys on, only the models in
+// the request's key's scope are listed.
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	data := ModelList(s.holder.Load())
+	if k := keys.FromContext(r.Context()); k != nil && len(k.Models) > 0 {
+		kept := data[:0]
+		for _, b := range data {
+			var e struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal(b, &e) == nil && k.Allows(e.ID) {
+				kept = append(kept, b)
+			}
+		}
+		data = kept
+	}
 	writeJSON(w, struct {
 		Object string            `json:"object"`
 		Data   []json.RawMessage `json:"data"`
-	}{"list", ModelList(s.holder.Load())})
+	}{"list", data})
 }
 
 // handleModel answers GET /v1/models/{id} (the official clients'
 // models.retrieve). The id may hold slashes ("meta-llama/Llama-3-8B"),
 // sent raw or escaped. An id that does not route gets the proxy's
 // refusal for it: 503 with the group's why_not, or 404 listing what
-// routes; param is null, since the id is in the path.
+// routes; param is null, since the id is in the path. With keys on, an id
+// outside the key's scope is a 404 as if it did not exist, listing only
+// the models in scope.
 func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 	snap := s.holder.Load()
 	id := r.PathValue("id")
-	if b := ModelEntry(snap, id); b != nil {
+	k := keys.FromContext(r.Context())
+	if b := ModelEntry(snap, id); b != nil && (k == nil || k.Allows(id)) {
 		writeJSON(w, b)
 		return
 	}
-	e := proxy.Refusal(snap, id)
+	e := proxy.RefusalFor(snap, id, k)
 	e.Param = ""
 	proxy.WriteError(w, e)
 }

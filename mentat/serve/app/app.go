@@ -6,8 +6,10 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -15,7 +17,9 @@ import (
 	"github.com/fe64bb06/frontdoor/internal/envconf"
 	"github.com/fe64bb06/frontdoor/internal/gcfloor"
 	"github.com/fe64bb06/frontdoor/internal/httpx"
+	"github.com/fe64bb06/frontdoor/internal/keys"
 	"github.com/fe64bb06/frontdoor/mentat/serve"
+	"github.com/fe64bb06/frontdoor/mentat/serve/auth"
 	"github.com/fe64bb06/frontdoor/mentat/serve/balance"
 	"github.com/fe64bb06/frontdoor/mentat/serve/mcp"
 	"github.com/fe64bb06/frontdoor/mentat/serve/proxy"
@@ -23,6 +27,7 @@ import (
 	"github.com/fe64bb06/frontdoor/mentat/serve/stats"
 	"github.com/fe64bb06/frontdoor/mentat/serve/tokens"
 	"github.com/fe64bb06/frontdoor/mentat/serve/ui"
+	"github.com/fe64bb06/frontdoor/mentat/serve/upstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -39,6 +44,11 @@ type App struct {
 	// Balancer orders each model's replicas (ROUTING_POLICY); Run keeps
 	// its engine loads fresh.
 	Balancer *balance.Balancer
+	// Keys is the key store (SERVE_KEYS_FILE), nil with keys off.
+	Keys *keys.Store
+	// Upstream are the keys sent to engines (SERVE_UPSTREAM_KEYS_FILE),
+	// nil when none.
+	Upstream *upstream.Keys
 	log      *slog.Logger
 }
 
@@ -54,9 +64,27 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	if err := srv.RegisterMetrics(reg); err != nil {
 		return nil, err
 	}
+	// A key file that cannot be used stops the router: serving without
+	// the keys the operator asked for would open the port to everyone.
+	var store *keys.Store
+	if cfg.KeysFile != "" {
+		if store, err = keys.Open(cfg.KeysFile, keys.Options{Product: keys.Router, Log: log, Registerer: reg}); err != nil {
+			return nil, fmt.Errorf("SERVE_KEYS_FILE: %w", err)
+		}
+		// CORS (added after this) wraps it, so that a browser's
+		// preflight, which carries no key, is answered.
+		srv.Use(auth.Middleware(store))
+	}
+	var up *upstream.Keys
+	if cfg.UpstreamKeysFile != "" {
+		if up, err = upstream.Open(cfg.UpstreamKeysFile, log); err != nil {
+			return nil, err
+		}
+		srv.SetUpstreamKeys(up)
+	}
 	routes := srv.Routes()
 	bal := balance.New(cfg.Routing, reg)
-	px := proxy.New(routes, proxy.Config{Timeout: cfg.ServingTimeout, Edge: cfg.Edge, Balancer: bal}, log, reg)
+	px := proxy.New(routes, proxy.Config{Timeout: cfg.ServingTimeout, Edge: cfg.Edge, Balancer: bal, Keys: store != nil, Upstream: up}, log, reg)
 	state := func(rt *rroutes.Route) string { return bal.Info(rt).State }
 	srv.SetReplicaState(state)
 	status := func() any { return serve.Status(routes.Load(), srv.Uptime(), state) }
@@ -87,9 +115,9 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	srv.Handle("GET /stats/series.json", history.Handler())
 	// The router owns this route: vLLM has none, and the engine's
 	// /v1/responses/{id} pattern would answer 405.
-	srv.Handle("POST /v1/responses/input_tokens", httpx.NoWriteDeadline(tokens.New(routes, cfg.MCPTimeout, &http.Client{Transport: proxy.NewTransport()})))
+	srv.Handle("POST /v1/responses/input_tokens", httpx.NoWriteDeadline(tokens.New(routes, cfg.MCPTimeout, &http.Client{Transport: proxy.NewTransport()}, up)))
 	srv.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, History: history, Balancer: bal, log: log}, nil
+	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, History: history, Balancer: bal, Keys: store, Upstream: up, log: log}, nil
 }
 
 // Run serves until ctx ends, then stops the background work and returns.
@@ -106,6 +134,13 @@ func (a *App) Run(ctx context.Context) error {
 		defer close(historyDone)
 		a.History.Run(ctx)
 	}()
+	keysDone := make(chan struct{})
+	go func() {
+		defer close(keysDone)
+		if a.Keys != nil {
+			a.Keys.Run(ctx)
+		}
+	}()
 	loadDone := make(chan struct{})
 	go func() {
 		defer close(loadDone)
@@ -116,9 +151,26 @@ func (a *App) Run(ctx context.Context) error {
 	<-mcpDone
 	<-historyDone
 	<-loadDone
+	<-keysDone
 	a.MCP.Close()
 	a.Proxy.Close()
 	return err
+}
+
+// Reload reads the key files again (SIGHUP): the key store, which keeps
+// its keys and logs keys_reload_failed when the file is broken, and the
+// upstream keys, which keep theirs likewise.
+func (a *App) Reload() {
+	if a.Keys != nil {
+		_ = a.Keys.Reload() // the store logs and counts a failure itself
+	}
+	if a.Upstream != nil {
+		if err := a.Upstream.Reload(); err != nil {
+			a.log.Warn("upstream_keys_reload_failed", "file", a.Upstream.Path(), "err", err, "kept", "the keys in force")
+		} else {
+			a.log.Info("upstream_keys_loaded", "file", a.Upstream.Path(), "groups", a.Upstream.Groups())
+		}
+	}
 }
 
 // root serves what no specific route claims: any POST goes to the proxy
@@ -177,6 +229,20 @@ func Main(env envconf.Env, log *slog.Logger) int {
 	defer gcfloor.Auto().Stop()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP reloads the key files; the store also reloads on change.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				a.Reload()
+			}
+		}
+	}()
 	if err := a.Run(ctx); err != nil {
 		log.Error("serve_failed", "err", err)
 		return 1

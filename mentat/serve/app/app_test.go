@@ -8,11 +8,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
+	"github.com/fe64bb06/frontdoor/internal/keys"
 	"github.com/fe64bb06/frontdoor/internal/logx"
 	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/mentat/serve"
@@ -161,5 +164,49 @@ func TestEdgeLimitsFromEnvironment(t *testing.T) {
 	_ = second.SetReadDeadline(time.Now().Add(15 * time.Second))
 	if resp, _ := testproc.ReadResponse(t, bufio.NewReader(second)); resp.StatusCode != 200 {
 		t.Fatalf("status %d after a slot freed", resp.StatusCode)
+	}
+}
+
+// TestKeysOn: with SERVE_KEYS_FILE, the open pages stay open and every
+// other request needs a key: 401 in OpenAI's shape without one, the routes
+// as before with one. A key file that cannot be parsed stops New.
+func TestKeysOn(t *testing.T) {
+	dir := t.TempDir()
+	secret, hash, err := keys.NewSecret(keys.Router)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "keys.toml")
+	os.WriteFile(path, []byte(fmt.Sprintf("[[key]]\nid = \"k\"\nhash = %q\n", hash)), 0o600)
+	base := startAppWith(t, map[string]string{"SERVE_KEYS_FILE": path})
+	for _, p := range []string{"/", "/status.json", "/stats.json", "/stats/series.json", "/metrics", "/healthz"} {
+		if resp, _ := get(t, "GET", base+p, "", ""); resp.StatusCode != 200 {
+			t.Errorf("GET %s without a key: %d", p, resp.StatusCode)
+		}
+	}
+	for _, c := range [][2]string{{"GET", "/v1/models"}, {"GET", "/v1/models/x"}, {"POST", "/v1/chat/completions"}, {"POST", "/tokenize"},
+		{"POST", "/v1/responses/input_tokens"}, {"POST", "/mcp"}, {"GET", "/nope"}, {"POST", "/healthz"}} {
+		resp, body := get(t, c[0], base+c[1], "", `{"model":"m"}`)
+		if resp.StatusCode != 401 || !strings.Contains(body, `"code":"invalid_api_key"`) || !strings.Contains(body, `"type":"invalid_request_error"`) ||
+			resp.Header.Get("Www-Authenticate") == "" {
+			t.Errorf("%s %s without a key: %d %v %s", c[0], c[1], resp.StatusCode, resp.Header, body)
+		}
+	}
+	req, _ := http.NewRequest("GET", base+"/v1/models", nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /v1/models with the key: %d", resp.StatusCode)
+	}
+
+	os.WriteFile(path, []byte("[[key]]\nid = \"k\"\nhash = \"short\"\n"), 0o600)
+	cfg, _ := serve.LoadConfig(envconf.Map(map[string]string{"SERVE_KEYS_FILE": path}))
+	cfg.HTTPAddr, cfg.Daemons, cfg.AnnouncePort, cfg.AnnounceAddr = "127.0.0.1:0", []string{}, 0, ""
+	if _, err := New(cfg, logx.Discard()); err == nil || !strings.Contains(err.Error(), path+":1") {
+		t.Fatalf("New with a broken key file: %v", err)
 	}
 }

@@ -85,7 +85,13 @@ func (e *TooLargeError) Error() string { return fmt.Sprintf("answer over %d byte
 // Get fetches url with one attempt's deadline of timeout, reading at most
 // limit bytes of body. A non-2xx status is a *StatusError.
 func (g *Getter) Get(ctx context.Context, url string, timeout time.Duration, limit int64) (Result, error) {
-	res, reused, err := g.once(ctx, g.pooled, url, timeout, limit)
+	return g.GetWith(ctx, url, nil, timeout, limit)
+}
+
+// GetWith is Get sending the headers in h as well (an engine's
+// Authorization).
+func (g *Getter) GetWith(ctx context.Context, url string, h http.Header, timeout time.Duration, limit int64) (Result, error) {
+	res, reused, err := g.once(ctx, g.pooled, url, h, timeout, limit)
 	if err == nil || !reused || ctx.Err() != nil || errors.Is(err, syscall.ECONNREFUSED) {
 		return res, err
 	}
@@ -100,12 +106,12 @@ func (g *Getter) Get(ctx context.Context, url string, timeout time.Duration, lim
 		// double the round that PROBE_FRESH_S is sized for.
 		return res, err
 	}
-	res, _, err = g.once(ctx, g.fresh, url, timeout, limit)
+	res, _, err = g.once(ctx, g.fresh, url, h, timeout, limit)
 	res.Retried = true
 	return res, err
 }
 
-func (g *Getter) once(ctx context.Context, c *http.Client, url string, timeout time.Duration, limit int64) (Result, bool, error) {
+func (g *Getter) once(ctx context.Context, c *http.Client, url string, h http.Header, timeout time.Duration, limit int64) (Result, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var reused bool
@@ -113,6 +119,9 @@ func (g *Getter) once(ctx context.Context, c *http.Client, url string, timeout t
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, url, nil)
 	if err != nil {
 		return Result{}, false, err
+	}
+	for k, v := range h {
+		req.Header[k] = v
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.Do(req)

@@ -13,25 +13,32 @@ import (
 // is set from the buffered body.
 var forwarded = []string{"Content-Type", "Accept", "Authorization"}
 
+// forwardedKeyed is forwarded with keys on (SERVE_KEYS_FILE): the client's
+// Authorization is a key of this router, never the engine's business.
+var forwardedKeyed = []string{"Content-Type", "Accept"}
+
 // userAgent is shared by every upstream request; the transport only
 // reads it.
 var userAgent = []string{"mentatd-serve"}
 
 // upstreamHeader builds the header of the upstream request from the
-// client's.
-func upstreamHeader(in http.Header) http.Header {
-	out := make(http.Header, len(forwarded)+1)
-	fillUpstreamHeader(out, in)
-	return out
-}
+// client's, as with keys off and no upstream key.
+func upstreamHeader(in http.Header) http.Header { return buildUpstreamHeader(in, forwarded, nil) }
 
-// fillUpstreamHeader adds to out what an engine gets from in. The value
-// slices are shared with the client's request, which nothing modifies
-// while the upstream request is written.
-func fillUpstreamHeader(out, in http.Header) {
-	httpx.ForwardHeader(out, in, forwarded)
+// buildUpstreamHeader is the upstream request's header: the fwd headers of
+// in, and auth (the group's upstream key, SERVE_UPSTREAM_KEYS_FILE) as
+// Authorization in place of anything the client sent. The value slices are
+// shared with the client's request and the key store, which nothing
+// modifies while the upstream request is written.
+func buildUpstreamHeader(in http.Header, fwd []string, auth []string) http.Header {
+	out := make(http.Header, len(fwd)+1)
+	httpx.ForwardHeader(out, in, fwd)
+	if auth != nil {
+		out["Authorization"] = auth
+	}
 	// An explicit value stops the transport adding Go-http-client.
 	out["User-Agent"] = userAgent
+	return out
 }
 
 // markStream sets the headers that stop intermediaries (nginx, CDNs,

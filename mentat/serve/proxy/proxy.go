@@ -29,8 +29,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fe64bb06/frontdoor/internal/httpx"
+	"github.com/fe64bb06/frontdoor/internal/keys"
 	"github.com/fe64bb06/frontdoor/mentat/serve/balance"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
+	"github.com/fe64bb06/frontdoor/mentat/serve/upstream"
 )
 
 // Defaults for Config and the upstream transport.
@@ -73,6 +75,16 @@ type Config struct {
 	// Balancer orders a model's replicas. Nil means a balancer with the
 	// default policy (prefix), registered on the proxy's registry.
 	Balancer *balance.Balancer
+	// Keys is set when the router authenticates requests (SERVE_KEYS_FILE):
+	// the client's Authorization header, a key of the router, is then
+	// never forwarded. A request's key itself comes in its context
+	// (keys.NewContext); with it the proxy applies the key's scope and
+	// limits and charges its usage.
+	Keys bool
+	// Upstream are the keys sent to each group's engine
+	// (SERVE_UPSTREAM_KEYS_FILE) in place of any client Authorization;
+	// nil sends none.
+	Upstream *upstream.Keys
 }
 
 func (c Config) withDefaults() Config {
@@ -112,6 +124,9 @@ type Proxy struct {
 	// sessionKey is the balancer's session header in canonical form,
 	// which http.Header.Get takes without converting (a copy per request).
 	sessionKey string
+	// fwdHeaders are the client headers an engine gets (forwarded, or
+	// forwardedKeyed with keys on).
+	fwdHeaders []string
 }
 
 // New returns a proxy reading routes from src. Metrics are registered on
@@ -131,6 +146,10 @@ func New(src routes.Source, cfg Config, logger *slog.Logger, reg prometheus.Regi
 		p.bal = balance.New(balance.Config{}, reg)
 	}
 	p.sessionKey = http.CanonicalHeaderKey(p.bal.Config().SessionHeader)
+	p.fwdHeaders = forwarded
+	if cfg.Keys {
+		p.fwdHeaders = forwardedKeyed
+	}
 	return p
 }
 
@@ -172,6 +191,11 @@ type exchange struct {
 	// routing keys), held until release.
 	body   *httpx.Body
 	blocks *balance.Blocks
+	// grant is the request's admission by its key (nil with keys off),
+	// ended by record; promptBytes is the prompt's size in the body, for
+	// a stream's estimated usage.
+	grant       *keys.Grant
+	promptBytes int
 }
 
 // release gives the request's pooled buffers back, once: forward does as
@@ -223,7 +247,17 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 	if err != nil {
 		return &Error{Status: http.StatusBadRequest, Code: "invalid_body", Param: "model", Message: err.Error()}
 	}
-	if err := p.route(x, f.Model); err != nil {
+	key := keys.FromContext(r.Context())
+	if key != nil {
+		if err := p.admit(w, x, key, f.Model); err != nil {
+			return err
+		}
+		x.promptBytes = len(f.Messages) + len(f.Prompt) + len(f.Input)
+		if x.promptBytes == 0 {
+			x.promptBytes = body.Len()
+		}
+	}
+	if err := p.route(x, f.Model, key); err != nil {
 		return err
 	}
 	x.blocks = balance.GetBlocks()
@@ -232,15 +266,15 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 }
 
 // route looks the model up in the current snapshot and sets x's model
-// and route, or returns the refusal (see Refusal).
-func (p *Proxy) route(x *exchange, model string) error {
+// and route, or returns the refusal (see RefusalFor: what key k may see).
+func (p *Proxy) route(x *exchange, model string, k *keys.Key) error {
 	snap := p.src.Load()
 	rt, g := snap.Lookup(model)
 	if rt == nil {
 		if g != nil {
 			x.model = model
 		}
-		return Refusal(snap, model)
+		return RefusalFor(snap, model, k)
 	}
 	x.model, x.route, x.replicas = model, rt, snap.Replicas[model]
 	if len(x.replicas) == 0 {
@@ -268,6 +302,15 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 
 	h := w.Header()
 	httpx.CopyResponseHeader(h, resp.Header)
+	var m *meter
+	var dst io.Writer = w
+	if x.grant != nil {
+		// The key's headers, not any an engine sent.
+		x.grant.SetHeaders(h)
+		m = newMeter(w, x.grant, httpx.IsEventStream(resp.Header.Get("Content-Type")), x.promptBytes)
+		defer func() { m.finish(resp.StatusCode) }()
+		dst = m
+	}
 	flush := resp.ContentLength < 0
 	events := httpx.IsEventStream(resp.Header.Get("Content-Type"))
 	if events {
@@ -302,7 +345,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 			return p.afterHeaders(r, ctx, errClientGone)
 		}
 	}
-	readErr, writeErr := x.relay(w, flushFn, resp.Body, sent, events)
+	readErr, writeErr := x.relay(dst, flushFn, resp.Body, sent, events)
 	switch {
 	case writeErr != nil:
 		return p.afterHeaders(r, ctx, errClientGone)
@@ -326,7 +369,8 @@ func (p *Proxy) send(ctx context.Context, r *http.Request, x *exchange, body *ht
 		x.route, x.target = rt, Target(rt, r.URL)
 		x.ticket = p.bal.Start(req, rt, reason, matched)
 		x.flight = p.inflight.add(x.model, rt.Group, int64(body.Len()), stream, x.start)
-		resp, err := httpx.RoundTrip(p.transport, upstreamRequest(ctx, x.target, body, r.Header))
+		hdr := buildUpstreamHeader(r.Header, p.fwdHeaders, p.cfg.Upstream.Authorization(rt.Group))
+		resp, err := httpx.RoundTrip(p.transport, upstreamRequest(ctx, x.target, body, hdr))
 		if err == nil || !notSent(err) {
 			return resp, err
 		}
@@ -521,6 +565,9 @@ func (p *Proxy) record(x *exchange) {
 	if x.code == 0 {
 		x.code = http.StatusOK
 	}
+	if x.grant != nil {
+		x.grant.Done(x.code)
+	}
 	mm := x.mm
 	if mm == nil {
 		mm = p.m.model(x.model)
@@ -529,15 +576,16 @@ func (p *Proxy) record(x *exchange) {
 }
 
 // upstreamRequest builds the engine's request on the resolved URL
-// directly, instead of printing it and parsing it back. Its body is the
-// client's bytes as read (httpx.Body.AttachContext: rewindable, so the
-// transport can resend a request it never wrote on a stale pooled
-// connection). The request is built on the stack: AttachContext's copy,
-// which carries ctx, is the only one allocated.
-func upstreamRequest(ctx context.Context, target *url.URL, body *httpx.Body, in http.Header) *http.Request {
+// directly, instead of printing it and parsing it back, with header h
+// (buildUpstreamHeader). Its body is the client's bytes as read
+// (httpx.Body.AttachContext: rewindable, so the transport can resend a
+// request it never wrote on a stale pooled connection). The request is
+// built on the stack: AttachContext's copy, which carries ctx, is the only
+// one allocated.
+func upstreamRequest(ctx context.Context, target *url.URL, body *httpx.Body, h http.Header) *http.Request {
 	up := http.Request{
 		Method: http.MethodPost, URL: target, Host: strings.TrimSuffix(target.Host, ":"),
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: upstreamHeader(in),
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h,
 	}
 	return body.AttachContext(ctx, &up)
 }

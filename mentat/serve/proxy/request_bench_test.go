@@ -24,7 +24,7 @@ func BenchmarkUpstreamRequest(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		req := upstreamRequest(ctx, target, bd, in)
+		req := upstreamRequest(ctx, target, bd, upstreamHeader(in))
 		if req.ContentLength != int64(len(body)) {
 			b.Fatal(req.ContentLength)
 		}

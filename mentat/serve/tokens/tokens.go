@@ -16,8 +16,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/internal/keys"
 	"github.com/fe64bb06/frontdoor/mentat/serve/proxy"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
+	"github.com/fe64bb06/frontdoor/mentat/serve/upstream"
 )
 
 // MaxBodyBytes is the largest body accepted, as for proxied requests.
@@ -28,19 +30,25 @@ const maxEngineErrorBytes = 2048
 
 // handler counts tokens for models that src routes.
 type handler struct {
-	src     routes.Source
-	timeout time.Duration
-	client  *http.Client
+	src      routes.Source
+	timeout  time.Duration
+	client   *http.Client
+	upstream *upstream.Keys
 }
 
 // New returns the /v1/responses/input_tokens handler. timeout bounds the
 // engine's /tokenize call (MCP_TIMEOUT_S); zero means no bound beyond the
-// client's own. client nil means http.DefaultClient.
-func New(src routes.Source, timeout time.Duration, client *http.Client) http.Handler {
+// client's own. client nil means http.DefaultClient. up are the keys sent
+// to each group's engine (nil: none).
+//
+// With keys on (a key in the request's context), the model must be in the
+// key's scope (403) and the request counts as one of the key's requests
+// (its rpm and concurrency; no tokens are charged for counting them).
+func New(src routes.Source, timeout time.Duration, client *http.Client, up *upstream.Keys) http.Handler {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return &handler{src: src, timeout: timeout, client: client}
+	return &handler{src: src, timeout: timeout, client: client, upstream: up}
 }
 
 // apiError is an answer in OpenAI's error shape.
@@ -54,12 +62,29 @@ type apiError struct {
 func (e *apiError) Error() string { return e.message }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	n, err := h.count(w, r)
+	var grant *keys.Grant
+	status := http.StatusOK
+	defer func() {
+		if grant != nil {
+			if r.Context().Err() != nil {
+				status = proxy.StatusClientClosed
+			}
+			grant.Done(status)
+		}
+	}()
+	n, err := h.count(w, r, &grant)
 	if err != nil {
 		var ae *apiError
-		if !errors.As(err, &ae) {
+		var pe *proxy.Error
+		switch {
+		case errors.As(err, &pe):
+			status = pe.Status
+			proxy.WriteError(w, pe)
+			return
+		case !errors.As(err, &ae):
 			ae = &apiError{status: http.StatusInternalServerError, message: err.Error(), typ: "server_error", code: "internal_error"}
 		}
+		status = ae.status
 		writeJSON(w, ae.status, map[string]any{"error": map[string]any{"message": ae.message, "type": ae.typ, "param": nil, "code": ae.code}})
 		return
 	}
@@ -81,7 +106,7 @@ func invalid(code, format string, args ...any) *apiError {
 	return &apiError{status: http.StatusBadRequest, message: fmt.Sprintf(format, args...), typ: "invalid_request_error", code: code}
 }
 
-func (h *handler) count(w http.ResponseWriter, r *http.Request) (int, error) {
+func (h *handler) count(w http.ResponseWriter, r *http.Request, grant **keys.Grant) (int, error) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		return 0, &apiError{status: http.StatusMethodNotAllowed, message: "POST a Responses body to /v1/responses/input_tokens", typ: "invalid_request_error", code: "method_not_allowed"}
@@ -105,11 +130,26 @@ func (h *handler) count(w http.ResponseWriter, r *http.Request) (int, error) {
 		return 0, invalid("unsupported_parameter", "the router keeps no stored responses or conversations; send the whole input instead of previous_response_id or conversation")
 	}
 
+	k := keys.FromContext(r.Context())
+	if k != nil {
+		// As the proxy: scope first, then the key's limits.
+		if rej := k.Scope(req.Model); rej != nil {
+			rej.SetHeaders(w.Header())
+			return 0, proxy.RejectionError(rej, req.Model)
+		}
+		g, rej := k.Admit()
+		if rej != nil {
+			rej.SetHeaders(w.Header())
+			return 0, proxy.RejectionError(rej, req.Model)
+		}
+		*grant = g
+		g.SetHeaders(w.Header())
+	}
 	snap := h.src.Load()
 	rt, _ := snap.Lookup(req.Model)
 	if rt == nil {
 		// The same refusal a POST to the model would get.
-		e := proxy.Refusal(snap, req.Model)
+		e := proxy.RefusalFor(snap, req.Model, k)
 		return 0, &apiError{status: e.Status, message: e.Message, typ: e.BodyType(), code: e.Code}
 	}
 	if rt.Provider != "vllm" {
@@ -135,7 +175,7 @@ func (h *handler) count(w http.ResponseWriter, r *http.Request) (int, error) {
 			return m.tokens(), nil
 		}
 	}
-	n, err := h.tokenize(r.Context(), rt, req.Model, msgs, tools)
+	n, err := h.tokenize(r.Context(), rt, req.Model, msgs, tools, h.upstream.Authorization(rt.Group))
 	if err != nil {
 		return 0, err
 	}
@@ -149,7 +189,7 @@ type tokenizeRequest struct {
 }
 
 // tokenize asks the engine for the chat's token count.
-func (h *handler) tokenize(ctx context.Context, rt *routes.Route, model string, msgs []message, tools []json.RawMessage) (int, error) {
+func (h *handler) tokenize(ctx context.Context, rt *routes.Route, model string, msgs []message, tools []json.RawMessage, auth []string) (int, error) {
 	if msgs == nil {
 		msgs = []message{}
 	}
@@ -169,6 +209,10 @@ func (h *handler) tokenize(ctx context.Context, rt *routes.Route, model string, 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
+	if auth != nil {
+		// The group's upstream key; the client's never goes to an engine.
+		req.Header["Authorization"] = auth
+	}
 	resp, err := h.client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {

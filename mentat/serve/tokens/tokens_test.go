@@ -174,7 +174,7 @@ func setup(t *testing.T, timeout time.Duration) *fixture {
 			"quiet-group":  {Name: "quiet-group", Healthy: true, Models: []string{"silent"}},
 			"down":         {Name: "down", Provider: "vllm", WhyNot: "no running actors", Models: []string{"downmodel"}},
 		}, nil))
-	srv := httptest.NewServer(New(&h, timeout, nil))
+	srv := httptest.NewServer(New(&h, timeout, nil, nil))
 	t.Cleanup(srv.Close)
 	return &fixture{engine: e, srv: srv}
 }
@@ -371,7 +371,7 @@ func TestEngineTimeout(t *testing.T) {
 	var h routes.Holder
 	h.Store(routes.New(time.Now(), map[string]*routes.Route{"m": rt},
 		map[string]*routes.Group{"g": {Name: "g", Healthy: true, Models: []string{"m"}}}, nil))
-	srv := httptest.NewServer(New(&h, 100*time.Millisecond, nil))
+	srv := httptest.NewServer(New(&h, 100*time.Millisecond, nil, nil))
 	defer srv.Close()
 	f := &fixture{srv: srv}
 	msg := f.post(t, `{"model":"m","input":"hi"}`).errorMessage(t, 504, "upstream_timeout")

@@ -80,6 +80,7 @@ func actorPID(t *testing.T, addr, group string) int {
 type engine struct {
 	group, model string
 	port         int      // the OpenAI port
+	apiPort      int      // the port announced, when not port (a test's front in between)
 	mcpPort      int      // 0: no management MCP
 	urlForm      bool     // announce http://127.0.0.1:port/v1 instead of port/v1
 	host         string   // enginesim --host (default 127.0.0.1)
@@ -102,9 +103,13 @@ func startAgent(t *testing.T, daemonAddr string, e *engine) {
 	if e.itl == "" {
 		e.itl = "5ms"
 	}
-	openai := itoa(e.port) + "/v1"
+	announced := e.port
+	if e.apiPort != 0 {
+		announced = e.apiPort
+	}
+	openai := itoa(announced) + "/v1"
 	if e.urlForm {
-		openai = "http://127.0.0.1:" + itoa(e.port) + "/v1"
+		openai = "http://127.0.0.1:" + itoa(announced) + "/v1"
 	}
 	env := baseEnv("MENTAT_DAEMON="+daemonAddr, "MENTAT_GROUP="+e.group, "MENTAT_CONTAINER=c-"+e.group,
 		"MENTAT_OPENAI_API="+openai, "MENTAT_MODEL_PROVIDER=vLLM", "MENTAT_BIND_CHECK_S=0.2")
