@@ -8,15 +8,19 @@ import (
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/fe64bb06/frontdoor/internal/keys"
 )
 
-// unknownTool explains a tools/call for a name the merged set lacks.
-func (e *Endpoint) unknownTool(name string) *sdk.CallToolResult {
+// unknownTool explains a tools/call for a name the merged set lacks, or
+// that key k may not call: a group outside k's scope is answered as a
+// group the router does not know, and serve_status as any unknown name.
+func (e *Endpoint) unknownTool(k *keys.Key, name string) *sdk.CallToolResult {
 	group, _, ok := splitName(name)
 	if !ok {
 		return errorResult("unknown tool %q: merged tools are named <group>__<tool>; call tools/list for the current names", name)
 	}
-	if g := e.src.Load().Groups[group]; g == nil {
+	if g := e.src.Load().Groups[group]; g == nil || !groupInScope(k, g) {
 		return errorResult("group %q: unknown to the router (tool %q); call tools/list for the current groups and tools", group, name)
 	} else if mcpURL(g) == "" {
 		return errorResult("group %q: announces no MCP endpoint (MENTAT_MCP_API), so tool %q cannot be called", group, name)

@@ -145,18 +145,43 @@ func TestConformance(t *testing.T) {
 	}
 
 	for _, era := range []string{"legacy", "modern"} {
-		t.Run("inspector-"+era, func(t *testing.T) { inspectorRun(t, tools, r.URL, era) })
+		t.Run("inspector-"+era, func(t *testing.T) {
+			inspectorRun(t, tools, r.URL, era, "",
+				"[alpha__engine_status alpha__latency_percentiles alpha__set_latency beta__engine_status beta__latency_percentiles beta__set_latency serve_status]",
+				"beta__latency_percentiles", "beta p50=10ms")
+		})
+	}
+}
+
+// The Inspector CLI with an API key sees and calls only its key's groups.
+func TestInspectorWithKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the Node MCP Inspector; skipped with -short")
+	}
+	tools := findNPMTools(t)
+	r, kf, _, _ := keyedRouter(t)
+	for _, era := range []string{"legacy", "modern"} {
+		t.Run("inspector-"+era, func(t *testing.T) {
+			inspectorRun(t, tools, r.URL, era, kf.secrets["team-a"],
+				"[alpha__engine_status alpha__latency_percentiles alpha__set_latency]",
+				"alpha__latency_percentiles", "alpha p50=10ms")
+		})
 	}
 }
 
 // inspectorRun does one tools/list and one tools/call with the Inspector
-// CLI in one protocol era.
-func inspectorRun(t *testing.T, tools *npmTools, url, era string) {
+// CLI in one protocol era, with key ("" none) as a bearer token; the list
+// must be wantList and the call's text start with wantCall.
+func inspectorRun(t *testing.T, tools *npmTools, url, era, key, wantList, call, wantCall string) {
 	inspect := func(args ...string) []byte {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		full := append([]string{"--no-install", "mcp-inspector", "--cli", url, "--transport", "http", "--protocol-era", era}, args...)
+		full := []string{"--no-install", "mcp-inspector", "--cli", url, "--transport", "http", "--protocol-era", era}
+		if key != "" {
+			full = append(full, "--header", "Authorization: Bearer "+key)
+		}
+		full = append(full, args...)
 		out, err := tools.command(ctx, "npx", full...).Output()
 		if err != nil {
 			var stderr []byte
@@ -178,10 +203,10 @@ func inspectorRun(t *testing.T, tools *npmTools, url, era string) {
 	for _, tool := range list.Tools {
 		names = append(names, tool.Name)
 	}
-	if got := fmt.Sprint(names); got != "[alpha__engine_status alpha__latency_percentiles alpha__set_latency beta__engine_status beta__latency_percentiles beta__set_latency serve_status]" {
-		t.Fatalf("inspector tools/list = %s", got)
+	if got := fmt.Sprint(names); got != wantList {
+		t.Fatalf("inspector tools/list = %s, want %s", got, wantList)
 	}
-	out = inspect("--method", "tools/call", "--tool-name", "beta__latency_percentiles", "--tool-arg", "window_s=5")
+	out = inspect("--method", "tools/call", "--tool-name", call, "--tool-arg", "window_s=5")
 	var res struct {
 		Content []struct{ Text string } `json:"content"`
 		IsError bool                    `json:"isError"`
@@ -189,7 +214,7 @@ func inspectorRun(t *testing.T, tools *npmTools, url, era string) {
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("inspector tools/call output: %v\n%s", err, out)
 	}
-	if res.IsError || len(res.Content) != 1 || !strings.HasPrefix(res.Content[0].Text, "beta p50=10ms") {
+	if res.IsError || len(res.Content) != 1 || !strings.HasPrefix(res.Content[0].Text, wantCall) {
 		t.Fatalf("inspector tools/call = %s", out)
 	}
 }

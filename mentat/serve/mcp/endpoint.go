@@ -113,6 +113,9 @@ type Endpoint struct {
 	staleMu sync.Mutex
 	stale   map[string]bool
 
+	// sessions binds each session to the key that opened it (scope.go).
+	sessions sessionKeys
+
 	running   atomic.Bool
 	closeOnce sync.Once
 }
@@ -151,16 +154,20 @@ func New(src routes.Source, cfg Config, status func() any, logger *slog.Logger) 
 		Instructions: "Management tools of every model group this router knows, named <group>__<tool>, " +
 			"plus serve_status (the router's own view: daemons, groups, models).",
 		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}},
-		SetCacheable: func(_ context.Context, _ sdk.Request, c *sdk.Cacheable) {
-			// Every client sees the same merged list, which changes at the
-			// earliest when a group's cached answer expires.
+		SetCacheable: func(ctx context.Context, req sdk.Request, c *sdk.Cacheable) {
+			// Without keys every client sees the same merged list, which
+			// changes at the earliest when a group's cached answer
+			// expires; with a key the list is the key's own.
 			c.TTLMs = int(cfg.ToolsTTL / time.Millisecond)
 			c.CacheScope = "public"
+			if e.requestKey(ctx, req) != nil {
+				c.CacheScope = "private"
+			}
 		},
 	})
 	e.addNativeTools()
 	e.server.AddReceivingMiddleware(e.middleware)
-	e.handler = e.origins.wrap(newDispatcher(e.server, cfg.SessionTimeout, logger))
+	e.handler = e.origins.wrap(e.bindSessions(newDispatcher(e.server, cfg.SessionTimeout, logger)))
 	return e, nil
 }
 
@@ -182,19 +189,33 @@ func (e *Endpoint) Close() error {
 // middleware answers tools/list only once groups that just appeared had
 // their first chance to answer, and answers a tools/call for a name that
 // is not (or no longer) in the merged set with a tool error that says why,
-// instead of the SDK's bare "unknown tool" protocol error.
+// instead of the SDK's bare "unknown tool" protocol error. With a key it
+// keeps both to the key's scope (scope.go).
 func (e *Endpoint) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		switch method {
 		case "tools/list":
 			e.awaitFirstAnswers(ctx)
+			k := e.requestKey(ctx, req)
+			res, err := next(ctx, method, req)
+			if list, ok := res.(*sdk.ListToolsResult); ok && err == nil {
+				e.filterTools(k, list)
+			}
+			return res, err
 		case "tools/call":
 			call, ok := req.(*sdk.CallToolRequest)
-			if !ok || call.Params == nil || isNative(call.Params.Name) {
+			if !ok || call.Params == nil {
+				break
+			}
+			k := e.requestKey(ctx, req)
+			if !e.toolInScope(k, e.src.Load(), call.Params.Name) {
+				return complete(call, e.unknownTool(k, call.Params.Name)), nil
+			}
+			if isNative(call.Params.Name) {
 				break
 			}
 			if _, known := e.table.Load().lookup(call.Params.Name); !known {
-				return complete(call, e.unknownTool(call.Params.Name)), nil
+				return complete(call, e.unknownTool(k, call.Params.Name)), nil
 			}
 		}
 		return next(ctx, method, req)

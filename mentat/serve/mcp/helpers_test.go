@@ -160,6 +160,13 @@ type router struct {
 
 func newRouter(t *testing.T, cfg Config, groups ...*routes.Group) *router {
 	t.Helper()
+	return newRouterWrapped(t, cfg, nil, groups...)
+}
+
+// newRouterWrapped serves the endpoint behind wrap (nil: none), as the
+// router serves it behind its auth middleware.
+func newRouterWrapped(t *testing.T, cfg Config, wrap func(http.Handler) http.Handler, groups ...*routes.Group) *router {
+	t.Helper()
 	r := &router{holder: &routes.Holder{}}
 	r.setGroups(groups...)
 	e, err := New(r.holder, cfg, func() any {
@@ -170,8 +177,12 @@ func newRouter(t *testing.T, cfg Config, groups ...*routes.Group) *router {
 		t.Fatal(err)
 	}
 	r.Endpoint = e
+	var h http.Handler = e
+	if wrap != nil {
+		h = wrap(e)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", e)
+	mux.Handle("/mcp", h)
 	r.http = httptest.NewServer(mux)
 	r.URL = r.http.URL + "/mcp"
 	ctx, cancel := context.WithCancel(context.Background())
@@ -219,6 +230,7 @@ func group(name, mcpURL string, healthy bool) *routes.Group {
 // clientOpts are what a test client listens for.
 type clientOpts struct {
 	version     string
+	key         string // sent as Authorization: Bearer <key>
 	listChanged chan struct{}
 	progress    chan *sdk.ProgressNotificationParams
 }
@@ -243,7 +255,11 @@ func connect(t *testing.T, url string, o clientOpts) *sdk.ClientSession {
 			}
 		}
 	}
-	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	hc := &http.Client{Transport: tr}
+	if o.key != "" {
+		hc.Transport = bearer{key: o.key, next: tr}
+	}
 	c := sdk.NewClient(&sdk.Implementation{Name: "test-client", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -257,9 +273,21 @@ func connect(t *testing.T, url string, o clientOpts) *sdk.ClientSession {
 	}
 	t.Cleanup(func() {
 		_ = cs.Close()
-		hc.CloseIdleConnections()
+		tr.CloseIdleConnections()
 	})
 	return cs
+}
+
+// bearer sends every request with an API key.
+type bearer struct {
+	key  string
+	next http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return b.next.RoundTrip(r)
 }
 
 func ctxT(t *testing.T) context.Context {
