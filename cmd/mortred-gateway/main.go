@@ -64,9 +64,18 @@ func run(confPath string) error {
 	srv := edge.Server(gw, slog.NewLogLogger(log.Handler(), slog.LevelDebug))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if ks := gw.Keys(); ks != nil {
+		// Notified before the listener opens, so that a SIGHUP is never
+		// the default action (exit) once clients can connect.
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go ks.Run(ctx)
+		go reloadOnHangUp(ctx, hup, ks.Reload)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(edge.Listener(l)) }()
-	log.Info("gateway_listening", "addr", l.Addr().String(), "models", len(setup.Config.Upstreams))
+	log.Info("gateway_listening", "addr", l.Addr().String(), "models", len(setup.Config.Upstreams), "keys_file", setup.Config.KeysFile, "cors_origins", len(setup.Config.CORSOrigins))
 	select {
 	case err := <-errc:
 		return err
@@ -78,4 +87,17 @@ func run(confPath string) error {
 		return err
 	}
 	return nil
+}
+
+// reloadOnHangUp reloads the key file on each SIGHUP until ctx ends. A
+// failed reload keeps the keys in force; the store logs and counts it.
+func reloadOnHangUp(ctx context.Context, hup <-chan os.Signal, reload func() error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			_ = reload()
+		}
+	}
 }

@@ -202,6 +202,8 @@ restart_policy = "always"
 		{"bad policy", "[servers.A]\nrestart_policy = \"sometimes\"\n", "restart_policy"},
 		{"unknown key", "[gateway]\nprot = 1\n", "unknown keys"},
 		{"same port", "[gateway]\nport = 8787\n", "api_port"},
+		{"wildcard origin", "[gateway]\ncors_origins = [\"*\"]\n", "[gateway] cors_origins: CORS origin \"*\": wildcards are not allowed"},
+		{"origin with a path", "[gateway]\ncors_origins = [\"https://app.example/x\"]\n", "is not an origin"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := LoadControlPlane(write(t, dir, "bad.toml", tt.body))
@@ -209,6 +211,29 @@ restart_policy = "always"
 				t.Fatalf("err = %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestGatewayKeysFile: keys_file is taken from the control-plane file's
+// directory like the other paths, an absolute one as written, and listed
+// origins load as written.
+func TestGatewayKeysFile(t *testing.T) {
+	dir := t.TempDir()
+	for body, want := range map[string]string{
+		"[gateway]\n": "",
+		"[gateway]\nkeys_file = \"keys/gateway.toml\"\ncors_origins = [\"https://app.example\", \"http://localhost:3000\"]\n": filepath.Join(dir, "keys", "gateway.toml"),
+		"[gateway]\nkeys_file = \"/etc/mortred/keys.toml\"\n":                                                                 "/etc/mortred/keys.toml",
+	} {
+		cp, err := LoadControlPlane(write(t, dir, "mortred.toml", body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cp.Gateway.KeysFile != want {
+			t.Errorf("%q: keys_file %q, want %q", body, cp.Gateway.KeysFile, want)
+		}
+		if want != "" && strings.Contains(body, "cors") && len(cp.Gateway.CORSOrigins) != 2 {
+			t.Errorf("cors_origins %v", cp.Gateway.CORSOrigins)
+		}
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/fe64bb06/frontdoor/internal/httpx"
 )
 
 // ControlPlane is conf/mortred.toml: the supervisor, the gateway and the
@@ -71,6 +73,13 @@ type Gateway struct {
 	// MaxHeaderBytes bounds a client's request head (431 over it); default
 	// 65536.
 	MaxHeaderBytes int `toml:"max_header_bytes"`
+	// KeysFile is the API key file (docs/mortred-gateway.md, "Keys and
+	// tenants"), relative to this file's directory; "" keeps the one
+	// inference token.
+	KeysFile string `toml:"keys_file"`
+	// CORSOrigins are the browser origins whose pages may call the
+	// gateway (scheme://host[:port], no wildcard); empty: no CORS.
+	CORSOrigins []string `toml:"cors_origins"`
 }
 
 // ServerPolicy is [servers.<id>].
@@ -183,6 +192,7 @@ func (cp *ControlPlane) defaults() {
 	defaultInt(&g.IdleTimeoutMS, 90000)
 	defaultInt(&g.WriteTimeoutMS, 60000)
 	defaultInt(&g.MaxHeaderBytes, 65536)
+	g.KeysFile = resolve(dir, g.KeysFile)
 	if cp.Servers == nil {
 		cp.Servers = map[string]ServerPolicy{}
 	}
@@ -239,6 +249,9 @@ func (cp *ControlPlane) Validate() error {
 		if c.v < c.lo || c.v > c.hi {
 			bad(c.key, "%d is out of range %d..%d", c.v, c.lo, c.hi)
 		}
+	}
+	if err := httpx.CheckOrigins(g.CORSOrigins); err != nil {
+		bad("[gateway] cors_origins", "%v", err)
 	}
 	ids := make([]string, 0, len(cp.Servers))
 	for id := range cp.Servers {

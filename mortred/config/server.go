@@ -215,6 +215,11 @@ func (s *Server) defaults() {
 	s.ORTLibPath = resolve(dir, s.ORTLibPath)
 }
 
+// MaxRequestItemsCap is the largest max_request_items a model server
+// accepts: no answer of one can count more input images (the gateway
+// holds X-Mortred-Items to it).
+const MaxRequestItemsCap = 4096
+
 func resolve(dir, p string) string {
 	if p == "" || filepath.IsAbs(p) {
 		return p
@@ -292,7 +297,7 @@ func (s *Server) Validate() error {
 		{"max_queue_depth", *s.MaxQueueDepth, 0, 1 << 20},
 		{"max_batch_size", s.MaxBatchSize, 1, 1024},
 		{"max_batch_delay_ms", *s.MaxBatchDelayMS, 0, 10_000},
-		{"max_request_items", s.MaxRequestItems, 1, 4096},
+		{"max_request_items", s.MaxRequestItems, 1, MaxRequestItemsCap},
 		{"async_timeout", s.AsyncTimeout, 1, 24 * 3600_000},
 		{"async_max_queue", s.AsyncMaxQueue, 1, 1 << 20},
 		{"async_job_ttl", s.AsyncJobTTL, 1, 7 * 24 * 3600_000},

@@ -81,24 +81,36 @@ func OpenAPI() ([]byte, error) {
 		return out
 	}
 	inferCodes := []int{200, 400, 401, 404, 405, 413, 415, 422, 429, 500, 503, 504}
+	inferResponses := byCode(inferCodes...)
+	// An admitted request's answers (200, and 504 when none finished)
+	// count its images for the gateway's per-key images per minute.
+	for _, c := range []string{"200", "504"} {
+		inferResponses[c].(obj)["headers"].(obj)[HeaderItems] = extraHeaders[HeaderItems]
+	}
 	infer := obj{
 		"summary":     "Run the model on every image of the envelope",
 		"description": "The path is the process's server_uri; any unknown path (including /welcome and /hello_world) answers the 404 envelope. Admission order: Bearer auth (401), per-IP rate limit (429), POST only (405), not ready (503), application/json (415), Content-Length over request_size_limit (413), JSON decode (400, status 50), strict envelope (422, status 66), empty image (400, status 3), too many items (413, status 67), queue full (429 + Retry-After). Admitted requests always answer results[] of length N = len(images).",
 		"operationId": "infer",
 		"security":    []any{obj{"bearer": []any{}}},
 		"requestBody": obj{"required": true, "content": jsonBody(req)},
-		"responses":   byCode(inferCodes...),
+		"responses":   inferResponses,
+	}
+	tenantParam := obj{
+		"name": HeaderTenant, "in": "header", "required": false,
+		"description": "set by the gateway only (the API key's id; a client's own is removed): a job submitted with a tenant is served only to reads with the same tenant (others answer 404); a read without the header sees every job",
+		"schema":      obj{"type": "string"},
 	}
 	submit := obj{
 		"summary":     "Submit the same envelope as an async job",
 		"description": "202 at admission, before inference runs. 404 when async_enabled is off; 429 when async_max_queue jobs are unfinished.",
 		"operationId": "submitJob",
 		"security":    []any{obj{"bearer": []any{}}},
+		"parameters":  []any{tenantParam},
 		"requestBody": obj{"required": true, "content": jsonBody(req)},
 		"responses": merge(byCode(400, 401, 404, 405, 413, 415, 422, 429, 500, 503), obj{
 			"202": obj{
 				"description": "accepted; poll poll_url or wait, then GET result_url",
-				"headers":     obj{"Location": obj{"description": "the job's poll_url", "schema": obj{"type": "string"}}},
+				"headers":     obj{"Location": obj{"description": "the job's poll_url", "schema": obj{"type": "string"}}, HeaderItems: extraHeaders[HeaderItems]},
 				"content":     jsonBody(accepted),
 			},
 		}),
@@ -107,13 +119,13 @@ func OpenAPI() ([]byte, error) {
 	getJob := obj{
 		"summary": "State of a job", "operationId": "getJob",
 		"security":   []any{obj{"bearer": []any{}}},
-		"parameters": []any{jobParam},
+		"parameters": []any{jobParam, tenantParam},
 		"responses":  merge(byCode(401, 404, 405, 429), obj{"200": obj{"description": "the job's state", "content": jsonBody(jobStatus)}}),
 	}
 	waitJob := obj{
 		"summary": "Wait until the job is terminal or the wait budget expires", "operationId": "waitJob",
 		"security": []any{obj{"bearer": []any{}}},
-		"parameters": []any{jobParam, obj{
+		"parameters": []any{jobParam, tenantParam, obj{
 			"name": "timeout", "in": "query", "required": false,
 			"description": "milliseconds; default 30000, values above 300000 are capped",
 			"schema":      obj{"type": "integer", "minimum": 0},
@@ -123,7 +135,7 @@ func OpenAPI() ([]byte, error) {
 	jobResult := obj{
 		"summary": "The job's standard envelope (repeatable)", "operationId": "jobResult",
 		"security":   []any{obj{"bearer": []any{}}},
-		"parameters": []any{jobParam},
+		"parameters": []any{jobParam, tenantParam},
 		"responses": merge(byCode(401, 404, 405, 429), obj{
 			"200": envResp("the standard envelope of the finished job"),
 			"409": obj{"description": "the job is not done (pending, running, failed or timeout)", "content": jsonBody(jobStatus)},
@@ -196,6 +208,7 @@ var extraHeaders = obj{
 	"Retry-After":      obj{"description": "seconds until a retry may succeed (1-60)", "schema": obj{"type": "integer"}},
 	"WWW-Authenticate": obj{"description": `Bearer realm="Mortred"`, "schema": obj{"type": "string"}},
 	"Allow":            obj{"description": "the allowed method", "schema": obj{"type": "string"}},
+	HeaderItems:        obj{"description": "the number of input images of the accepted request (images[] length); absent on refusals; the gateway charges it to the API key's images per minute and does not pass it on", "schema": obj{"type": "integer", "minimum": 0}},
 }
 
 func merge(a, b obj) obj {

@@ -26,7 +26,20 @@ const (
 	StatusPartial          Status = 68
 	StatusServerError      Status = 500
 	StatusUnauthorized     Status = 401
-	StatusRateLimited      Status = 429
+	// StatusForbidden is the gateway's refusal of a model outside the
+	// presented API key's scope; model servers never answer it.
+	StatusForbidden   Status = 403
+	StatusRateLimited Status = 429
+)
+
+// Headers between the gateway and a model server (docs/mortred-server.md).
+const (
+	// HeaderItems is the model server's count of the input images of a
+	// request it accepted, on inference answers and job submissions.
+	HeaderItems = "X-Mortred-Items"
+	// HeaderTenant is the API key id the gateway sends with a job's
+	// submission and reads; a job is then served only to the same tenant.
+	HeaderTenant = "X-Mortred-Tenant"
 )
 
 // StatusInfo is one row of the status table.
@@ -53,6 +66,7 @@ var Table = []StatusInfo{
 	{StatusRunTimeout, "model run timeout", http.StatusGatewayTimeout},
 	{StatusOutputContract, "model output contract failed", http.StatusInternalServerError},
 	{StatusUnauthorized, "unauthorized", http.StatusUnauthorized},
+	{StatusForbidden, "forbidden", http.StatusForbidden},
 	{StatusRateLimited, "rate limited or queue full", http.StatusTooManyRequests},
 	{StatusServerError, "server error", http.StatusInternalServerError},
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/httpx"
+	"github.com/fe64bb06/frontdoor/internal/keys"
 	"github.com/fe64bb06/frontdoor/mortred/envelope"
 )
 
@@ -32,7 +33,10 @@ const maxJobAnswer = 1 << 20
 // forwarded; larger and undeclared ones stream through.
 const maxSmallBody = 64 << 10
 
-func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, path string, rewriteJobs bool) {
+// forward relays r to u's path. gr is the request's API key grant (nil
+// without keys): its tenant goes to the model server, and the images the
+// answer counts are charged to it.
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, path string, rewriteJobs bool, gr *keys.Grant) {
 	start := time.Now()
 	st := g.up[u]
 	if r.ContentLength > g.cfg.MaxBody {
@@ -79,7 +83,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 			body = in
 		}
 	}
-	resp, err := g.roundTrip(r, u, path, body, small, st)
+	resp, err := g.roundTrip(r, u, path, body, small, st, tenantOf(gr))
 	var be *buildError
 	if errors.As(err, &be) {
 		writeEnvelope(w, http.StatusBadGateway, statusServerError, "cannot build the upstream request: "+be.err.Error(), "")
@@ -95,6 +99,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 
 	h := w.Header()
 	httpx.CopyResponseHeader(h, resp.Header)
+	charge(h, r, gr)
 	in.abandon(w)
 	h["X-Mortred-Model"] = st.modelHeader
 	// The client has WriteTimeout from now to take the answer, or, for a
@@ -125,13 +130,13 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 // roundTrip sends the model server's request through the Transport.
 // Errors read as http.Client reports them, for the same log and 502 text.
 // A small body read whole (small) is attached instead of body.
-func (g *Gateway) roundTrip(r *http.Request, u *Upstream, path string, body io.Reader, small *httpx.Body, st *upstreamState) (*http.Response, error) {
+func (g *Gateway) roundTrip(r *http.Request, u *Upstream, path string, body io.Reader, small *httpx.Body, st *upstreamState, tenant string) (*http.Response, error) {
 	out, err := upstreamRequest(r, u.Addr, path, body)
 	if err != nil {
 		return nil, &buildError{err}
 	}
 	out.ContentLength = r.ContentLength
-	upstreamHeader(out.Header, r, st)
+	upstreamHeader(out.Header, r, st, tenant)
 	if small != nil {
 		out = small.Attach(out)
 	}
@@ -156,14 +161,19 @@ func (e *buildError) Error() string { return e.err.Error() }
 
 // upstreamHeader fills h (the model server's request's, empty) with what
 // a model server sees of the client's header: the forwarded headers, the
-// model's own Authorization, X-Forwarded-For.
-func upstreamHeader(h http.Header, r *http.Request, st *upstreamState) {
+// model's own Authorization, X-Forwarded-For, and the tenant (an API key's
+// id) when there is one. A client's own X-Mortred-Tenant is never among
+// the forwarded headers: the model server trusts it for job tenancy.
+func upstreamHeader(h http.Header, r *http.Request, st *upstreamState, tenant string) {
 	httpx.ForwardHeader(h, r.Header, forwardRequestHeaders)
 	if st.auth != nil {
 		h["Authorization"] = st.auth
 	}
 	if xff := forwardedFor(r); xff != "" {
 		h["X-Forwarded-For"] = []string{xff}
+	}
+	if tenant != "" {
+		h[envelope.HeaderTenant] = []string{tenant}
 	}
 }
 

@@ -50,6 +50,8 @@ func FromConfig(cp *config.ControlPlane, cat *config.Catalog, env envconf.Env) (
 			MaxHeaderBytes:    g.MaxHeaderBytes,
 			MaxConns:          g.MaxConnections,
 		},
+		KeysFile:    g.KeysFile,
+		CORSOrigins: g.CORSOrigins,
 	}
 	// A model server takes MORTRED_AUTH_TOKEN over its file's auth_token;
 	// the gateway resolves the model's token the same way.

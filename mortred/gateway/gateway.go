@@ -1,6 +1,7 @@
 // Package gateway is mortred's authenticated data plane: one public listener
 // (default :8080) in front of the loopback model servers. It checks the
-// external Bearer token, routes by catalog id (/v1/models/{id}/...) and then
+// external Bearer token (or, with a key file, the tenant's API key, its
+// model scope and limits), routes by catalog id (/v1/models/{id}/...) and then
 // by legacy server_uri, forwards to the model's port with the model's own
 // token, streams bodies both ways, and stays stateless: async job answers are
 // rewritten onto the /v1/models/{id}/ prefix instead of being remembered.
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/httpx"
+	"github.com/fe64bb06/frontdoor/internal/keys"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -58,6 +60,13 @@ type Config struct {
 	// defaults). The gateway applies BodyTimeout while a body streams in
 	// and WriteTimeout to answers that are not streams.
 	Edge httpx.Limits
+	// KeysFile is the API key file ([gateway] keys_file); "" keeps Token as
+	// the only inference secret. With it, Token is the operator's key: all
+	// models, no limits, shown as id "operator".
+	KeysFile string
+	// CORSOrigins are the origins whose browser pages may call the gateway
+	// ([gateway] cors_origins); empty answers no preflight.
+	CORSOrigins []string
 }
 
 // DefaultMaxBody is the request size limit when Config.MaxBody is 0.
@@ -111,6 +120,9 @@ func (c *Config) Validate() error {
 		}
 		ids[u.ID], uris[u.URI] = true, true
 	}
+	if err := httpx.CheckOrigins(c.CORSOrigins); err != nil {
+		return fmt.Errorf("[gateway] cors_origins: %w", err)
+	}
 	return nil
 }
 
@@ -125,7 +137,10 @@ type Gateway struct {
 	up      map[*Upstream]*upstreamState
 	log     *slog.Logger
 	metrics *metrics
-	mux     *http.ServeMux
+	// keys is the API key store; nil when keys are off (KeysFile "").
+	keys *keys.Store
+	// handler is the mux, behind CORS when origins are listed.
+	handler http.Handler
 }
 
 // New validates cfg and builds the gateway. reg may be nil (a private
@@ -169,7 +184,22 @@ func New(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Gateway, e
 	for _, u := range g.byID {
 		g.up[u] = newUpstreamState(u, g.metrics)
 	}
-	g.mux = g.routes(reg)
+	if cfg.KeysFile != "" {
+		// A file that cannot be read or parsed is an error naming file,
+		// line and reason: the gateway does not start on it.
+		ks, err := keys.Open(cfg.KeysFile, keys.Options{Product: keys.Gateway, Operator: cfg.Token, Registerer: reg, Log: logger})
+		if err != nil {
+			return nil, err
+		}
+		g.keys = ks
+	}
+	// CORS answers preflights before any auth: a browser sends no
+	// Authorization header with them.
+	h, err := httpx.CORS(cfg.CORSOrigins, g.routes(reg))
+	if err != nil {
+		return nil, err
+	}
+	g.handler = h
 	return g, nil
 }
 
@@ -178,7 +208,11 @@ func New(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Gateway, e
 const maxIdleConnsPerHost = 256
 
 // ServeHTTP implements http.Handler.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.ServeHTTP(w, r) }
+
+// Keys is the API key store, nil when keys are off. Its Run must go on for
+// the gateway's life (reload on change, usage series); SIGHUP calls Reload.
+func (g *Gateway) Keys() *keys.Store { return g.keys }
 
 // Close releases idle upstream connections.
 func (g *Gateway) Close() { g.transport.CloseIdleConnections() }

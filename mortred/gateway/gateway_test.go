@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -69,12 +70,18 @@ func newGateway(t *testing.T, ups ...Upstream) (*testServer, *Gateway, *promethe
 // tokens and upstreams are filled in.
 func newGatewayWith(t *testing.T, cfg Config, ups ...Upstream) (*testServer, *Gateway, *prometheus.Registry) {
 	t.Helper()
+	return newGatewayLog(t, cfg, logx.Discard(), ups...)
+}
+
+// newGatewayLog is newGatewayWith logging to log.
+func newGatewayLog(t *testing.T, cfg Config, log *slog.Logger, ups ...Upstream) (*testServer, *Gateway, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	cfg.Token, cfg.MetricsToken, cfg.Upstreams = tok, mtok, ups
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = 1 << 20
 	}
-	g, err := New(cfg, logx.Discard(), reg)
+	g, err := New(cfg, log, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

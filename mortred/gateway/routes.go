@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/fe64bb06/frontdoor/internal/keys"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -30,6 +31,7 @@ func (g *Gateway) routes(reg *prometheus.Registry) *http.ServeMux {
 		}
 		metricsHandler.ServeHTTP(w, r)
 	})))
+	mux.Handle("/stats.json", g.bearer(g.cfg.MetricsToken, "metrics", http.HandlerFunc(g.stats)))
 	mux.Handle("/v1/models/{id}/infer", g.auth(g.model(http.MethodPost, func(u *Upstream, r *http.Request) string { return u.URI }, false)))
 	mux.Handle("/v1/models/{id}/jobs", g.auth(g.model(http.MethodPost, func(*Upstream, *http.Request) string { return "/jobs" }, true)))
 	mux.Handle("/v1/models/{id}/jobs/{job}", g.auth(g.model(http.MethodGet, jobPath(""), true)))
@@ -78,18 +80,23 @@ func (g *Gateway) model(method string, upstreamPath func(*Upstream, *http.Reques
 			g.metrics.request("", http.StatusNotFound)
 			return
 		}
-		if r.Method != method {
-			methodNotAllowed(method).ServeHTTP(w, r)
-			g.metrics.request(u.ID, http.StatusMethodNotAllowed)
-			return
+		var path string
+		check := func() bool {
+			if r.Method != method {
+				methodNotAllowed(method).ServeHTTP(w, r)
+				g.metrics.request(u.ID, http.StatusMethodNotAllowed)
+				return false
+			}
+			if path = upstreamPath(u, r); path == "" {
+				writeEnvelope(w, http.StatusNotFound, statusNotFound, "no job with id "+quote(r.PathValue("job"))+"; job ids are the ones POST /v1/models/{id}/jobs returned", "")
+				g.metrics.request(u.ID, http.StatusNotFound)
+				return false
+			}
+			return true
 		}
-		path := upstreamPath(u, r)
-		if path == "" {
-			writeEnvelope(w, http.StatusNotFound, statusNotFound, "no job with id "+quote(r.PathValue("job"))+"; job ids are the ones POST /v1/models/{id}/jobs returned", "")
-			g.metrics.request(u.ID, http.StatusNotFound)
-			return
-		}
-		g.forward(w, r, u, path, rewriteJobs)
+		g.admitted(w, r, u, check, func(w http.ResponseWriter, gr *keys.Grant) {
+			g.forward(w, r, u, path, rewriteJobs, gr)
+		})
 	})
 }
 
@@ -101,16 +108,25 @@ func (g *Gateway) legacy(w http.ResponseWriter, r *http.Request) {
 		g.metrics.request("", http.StatusNotFound)
 		return
 	}
-	if r.Method != http.MethodPost {
-		methodNotAllowed(http.MethodPost).ServeHTTP(w, r)
-		g.metrics.request(u.ID, http.StatusMethodNotAllowed)
-		return
+	check := func() bool {
+		if r.Method != http.MethodPost {
+			methodNotAllowed(http.MethodPost).ServeHTTP(w, r)
+			g.metrics.request(u.ID, http.StatusMethodNotAllowed)
+			return false
+		}
+		return true
 	}
-	g.forward(w, r, u, u.URI, false)
+	g.admitted(w, r, u, check, func(w http.ResponseWriter, gr *keys.Grant) {
+		g.forward(w, r, u, u.URI, false, gr)
+	})
 }
 
-// auth checks the external inference token.
+// auth checks the external inference token, or with a key file the API
+// key (the token is then the operator's key).
 func (g *Gateway) auth(next http.Handler) http.Handler {
+	if g.keys != nil {
+		return g.keyAuth(next)
+	}
 	return g.bearer(g.cfg.Token, "inference", next)
 }
 
@@ -123,7 +139,7 @@ func (g *Gateway) bearer(token, scope string, next http.Handler) http.Handler {
 			msg := "missing or invalid Bearer token for inference: send Authorization: Bearer $" + EnvAPIToken +
 				" (or $" + EnvGatewayToken + " when the gateway runs with it), as `mortredctl init-trust` wrote it"
 			if scope == "metrics" {
-				msg = "missing or invalid Bearer token for metrics: GET /metrics takes Authorization: Bearer $" + EnvMetricsToken + ", not the inference token"
+				msg = "missing or invalid Bearer token for metrics: GET " + r.URL.Path + " takes Authorization: Bearer $" + EnvMetricsToken + ", not the inference token"
 			}
 			writeEnvelope(w, http.StatusUnauthorized, statusUnauthorized, msg, "")
 			g.metrics.unauthorized.Inc()

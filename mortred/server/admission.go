@@ -249,8 +249,10 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, arrival time.Time
 		return
 	}
 	id := taskID(p.ReqID, r)
+	// Counted now: the request's images are released once it ran.
+	items := strconv.Itoa(len(p.Data))
 	if async {
-		s.submitJob(w, r, p, id, arrival)
+		s.submitJob(w, r, p, id, arrival, items)
 		return
 	}
 	resp, err := s.infer(r.Context(), p, id, arrival, arrival.Add(s.cfg.RunTimeout()), false, nil)
@@ -262,6 +264,13 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, arrival time.Time
 	case resp == nil:
 		// The client hung up; nobody reads an answer.
 	default:
+		// The model took the request (200, or 504 when its deadline cut
+		// every item): the gateway charges its images to the API key. An
+		// answer that failed every item before the model (status 3, the
+		// shutdown's 65) counts none.
+		if c := envelope.HTTPCode(resp.Status); c == http.StatusOK || c == http.StatusGatewayTimeout {
+			w.Header().Set(envelope.HeaderItems, items)
+		}
 		writeEnvelope(w, resp)
 	}
 }

@@ -20,8 +20,11 @@ const (
 
 // job is one async request. Fields after mu are guarded by the ledger's mu.
 type job struct {
-	id        string
-	taskID    string
+	id     string
+	taskID string
+	// tenant is the X-Mortred-Tenant of the submission ("" without one):
+	// only reads with the same header, or with none, see the job.
+	tenant    string
 	submitted time.Time
 	done      chan struct{} // closed when the job is terminal
 
@@ -65,14 +68,14 @@ func (l *ledger) expireLocked() {
 	}
 }
 
-func (l *ledger) add(taskID string) (*job, bool) {
+func (l *ledger) add(taskID, tenant string) (*job, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.expireLocked()
 	if l.active >= l.maxActive {
 		return nil, false
 	}
-	j := &job{id: newID("job-"), taskID: taskID, submitted: l.now(), done: make(chan struct{}), state: envelope.JobPending}
+	j := &job{id: newID("job-"), taskID: taskID, tenant: tenant, submitted: l.now(), done: make(chan struct{}), state: envelope.JobPending}
 	l.jobs[j.id] = j
 	l.active++
 	l.m.asyncQueueDepth.Set(float64(l.active))
@@ -80,11 +83,19 @@ func (l *ledger) add(taskID string) (*job, bool) {
 	return j, true
 }
 
-func (l *ledger) get(id string) (*job, envelope.JobStatus, bool) {
+// get finds job id for a read by r: a read that carries X-Mortred-Tenant
+// (the gateway's, for an API key) finds only that tenant's jobs, so one
+// tenant cannot learn of, wait for or read another's; a read without the
+// header (the gateway's operator token, or a caller with the model token
+// on the model port) finds every job.
+func (l *ledger) get(id string, r *http.Request) (*job, envelope.JobStatus, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.expireLocked()
 	j := l.jobs[id]
+	if vv, scoped := r.Header[envelope.HeaderTenant]; j != nil && scoped && (len(vv) != 1 || vv[0] != j.tenant) {
+		j = nil
+	}
 	if j == nil {
 		return nil, envelope.JobStatus{}, false
 	}
@@ -122,8 +133,9 @@ func (l *ledger) finish(j *job, state, errMsg string, result []byte) {
 
 // submitJob answers 202 at admission and runs the request in the
 // background with async_timeout as its deadline.
-func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *envelope.Parsed, taskID string, arrival time.Time) {
-	j, ok := s.jobs.add(taskID)
+// items is the X-Mortred-Items of the 202.
+func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *envelope.Parsed, taskID string, arrival time.Time, items string) {
+	j, ok := s.jobs.add(taskID, r.Header.Get(envelope.HeaderTenant))
 	if !ok {
 		s.m.queueRejected.WithLabelValues("async").Inc()
 		retry := s.q.retryAfter()
@@ -135,6 +147,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p *envelope.P
 	go s.runJob(j, p, arrival)
 	poll := "/jobs/" + j.id
 	w.Header().Set("Location", poll)
+	w.Header().Set(envelope.HeaderItems, items)
 	writeJSON(w, http.StatusAccepted, taskID, envelope.JobAccepted{JobID: j.id, State: envelope.JobPending, PollURL: poll, ResultURL: poll + "/result"})
 }
 
@@ -170,7 +183,7 @@ func (s *Server) jobNotFound(w http.ResponseWriter, r *http.Request, id string, 
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request, id string, arrival time.Time) {
-	_, st, ok := s.jobs.get(id)
+	_, st, ok := s.jobs.get(id, r)
 	if !ok {
 		s.jobNotFound(w, r, id, arrival)
 		return
@@ -189,7 +202,7 @@ func (s *Server) waitJob(w http.ResponseWriter, r *http.Request, id string, arri
 		}
 		wait = min(n, maxWaitMS)
 	}
-	j, _, ok := s.jobs.get(id)
+	j, _, ok := s.jobs.get(id, r)
 	if !ok {
 		s.jobNotFound(w, r, id, arrival)
 		return
@@ -210,7 +223,7 @@ func (s *Server) waitJob(w http.ResponseWriter, r *http.Request, id string, arri
 }
 
 func (s *Server) jobResult(w http.ResponseWriter, r *http.Request, id string, arrival time.Time) {
-	j, st, ok := s.jobs.get(id)
+	j, st, ok := s.jobs.get(id, r)
 	if !ok {
 		s.jobNotFound(w, r, id, arrival)
 		return

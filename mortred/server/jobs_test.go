@@ -212,3 +212,70 @@ func TestWaitCapsTimeout(t *testing.T) {
 		t.Fatal("wait did not return when the job finished")
 	}
 }
+
+// TestJobTenants: a job submitted with X-Mortred-Tenant (the gateway's API
+// key id) is not found by a read with another tenant, on every job route,
+// and is found by its own tenant and by a read without the header.
+func TestJobTenants(t *testing.T) {
+	f := start(t, opts{keys: asyncKeys(nil)})
+	rep := f.do(req{path: "/jobs", token: token, body: images(darkPNG), hdr: map[string]string{envelope.HeaderTenant: "team-a"}})
+	var acc envelope.JobAccepted
+	if rep.code != http.StatusAccepted || json.Unmarshal(rep.body, &acc) != nil {
+		t.Fatalf("submit → %d %s", rep.code, rep.body)
+	}
+	if got := rep.hdr.Get(envelope.HeaderItems); got != "1" {
+		t.Fatalf("%s on the 202: %q, want 1", envelope.HeaderItems, got)
+	}
+	read := func(path, tenant string) reply {
+		r := req{method: http.MethodGet, path: path, token: token}
+		if tenant != "-" {
+			r.hdr = map[string]string{envelope.HeaderTenant: tenant}
+		}
+		return f.do(r)
+	}
+	if rep := read(acc.PollURL+"/wait?timeout=60000", "team-a"); rep.code != 200 || !strings.Contains(string(rep.body), `"state":"done"`) {
+		t.Fatalf("own wait → %d %s", rep.code, rep.body)
+	}
+	for _, p := range []string{acc.PollURL, acc.PollURL + "/wait?timeout=10", acc.ResultURL} {
+		for _, other := range []string{"team-b", "", "TEAM-A"} {
+			rep := read(p, other)
+			checkEnvelope(t, rep, envelope.StatusNotFound, 0)
+			if !strings.Contains(string(rep.body), "no job") {
+				t.Errorf("%s as %q: %s, want the unknown job's message", p, other, rep.body)
+			}
+		}
+		for _, ok := range []string{"team-a", "-"} {
+			if rep := read(p, ok); rep.code != 200 {
+				t.Errorf("%s as %q → %d %s", p, ok, rep.code, rep.body)
+			}
+		}
+	}
+	// A job submitted without a tenant (the operator's) is no key's.
+	_, op := f.submit(images(darkPNG))
+	f.waitState(op.JobID, envelope.JobDone)
+	checkEnvelope(t, read(op.ResultURL, "team-a"), envelope.StatusNotFound, 0)
+}
+
+// TestItemsHeader: an accepted request's answer counts its images in
+// X-Mortred-Items; refusals carry none.
+func TestItemsHeader(t *testing.T) {
+	f := start(t, opts{keys: map[string]string{"max_request_items": "2"}})
+	for _, c := range []struct {
+		body string
+		want string
+	}{
+		{images(darkPNG, lightPNG), "2"},
+		{images(darkPNG, notImage), "2"}, // one item failed in the model's hands: both were taken
+		{images(darkPNG, lightPNG, darkPNG), ""},
+		{`{"images":[]}`, ""},
+		{images(notImage), ""}, // every item refused before the model: 400
+	} {
+		rep := f.infer(c.body)
+		if got := rep.hdr.Get(envelope.HeaderItems); got != c.want {
+			t.Errorf("%.60s → %d, %s %q, want %q", c.body, rep.code, envelope.HeaderItems, got, c.want)
+		}
+	}
+	if rep := f.do(req{token: "wrong", body: images(darkPNG)}); rep.hdr.Get(envelope.HeaderItems) != "" {
+		t.Errorf("401 with %s", envelope.HeaderItems)
+	}
+}

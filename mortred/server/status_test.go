@@ -146,6 +146,20 @@ func TestStatusTable(t *testing.T) {
 				t.Fatalf("WWW-Authenticate %q", rep.hdr.Get("WWW-Authenticate"))
 			}
 		},
+		envelope.StatusForbidden: func(t *testing.T) {
+			// The gateway's refusal of a model outside a key's scope; a
+			// model server never answers it: another tenant's job is not
+			// forbidden but unknown (404), so its existence does not show.
+			f := start(t, opts{keys: asyncKeys(nil)})
+			rep := f.do(req{path: "/jobs", token: token, body: images(darkPNG), hdr: map[string]string{envelope.HeaderTenant: "a"}})
+			var acc envelope.JobAccepted
+			_ = json.Unmarshal(rep.body, &acc)
+			rep = f.do(req{method: http.MethodGet, path: acc.ResultURL, token: token, hdr: map[string]string{envelope.HeaderTenant: "b"}})
+			checkEnvelope(t, rep, envelope.StatusNotFound, 0)
+			if envelope.HTTPCode(envelope.StatusForbidden) != http.StatusForbidden {
+				t.Fatal("status 403 does not travel with HTTP 403")
+			}
+		},
 		envelope.StatusRateLimited: func(t *testing.T) {
 			f := start(t, opts{keys: map[string]string{"rate_limit_qps": "0.01"}})
 			checkEnvelope(t, f.infer(images(darkPNG)), envelope.StatusOK, 1)
