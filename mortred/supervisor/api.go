@@ -57,6 +57,7 @@ func (m *Manager) Handler(ui http.Handler) http.Handler {
 	api.HandleFunc("POST /api/v1/servers/{id}/{action}", m.action)
 	api.HandleFunc("GET /api/v1/servers/{id}/logs", m.logs)
 	api.HandleFunc("GET /api/v1/series", m.series)
+	api.HandleFunc("GET /api/v1/usage", m.usage)
 	api.Handle("GET /api/v1/metrics", promhttp.HandlerFor(m.registry(), promhttp.HandlerOpts{}))
 	api.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{Error: "no such API route: " + r.Method + " " + r.URL.Path})

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -66,6 +67,11 @@ type Manager struct {
 
 	// gatewayURL is where the UI's smoke test is relayed (http://host:port).
 	gatewayURL string
+	// metricsTok is the gateway's metrics token (its /metrics and
+	// /stats.json), "" when the supervisor was given none.
+	metricsTok string
+	// usageClient reads the gateway's /stats.json for /api/v1/usage.
+	usageClient *http.Client
 
 	order []string // gateway first, then catalog ids
 	byID  map[string]*Managed
@@ -152,7 +158,9 @@ func NewManager(cp *config.ControlPlane, cat *config.Catalog, env envconf.Env, o
 			Enabled: pol.Enabled == nil || *pol.Enabled, Auto: auto,
 			Child: NewChild(spec, logFor(e.ID), log), entry: e})
 	}
-	m.hist = newHistory(m, env.String(EnvMetricsToken, ""))
+	m.metricsTok = env.String(EnvMetricsToken, "")
+	m.usageClient = &http.Client{Timeout: usageTimeout}
+	m.hist = newHistory(m, m.metricsTok)
 	return m, nil
 }
 
