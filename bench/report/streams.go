@@ -27,7 +27,7 @@ func runIdle(ctx context.Context, cfg config) (string, []target, error) {
 		{goal: fmt.Sprintf("memory per open stream, %d idle SSE streams (issue 13)", cfg.idle), known: true, info: true, measured: measured},
 		{goal: "memory per idle stream ≤ 40 KiB (issue 17)", known: r.Opened > 0, met: r.BytesPerStream <= 40<<10, measured: withFloor},
 		{goal: "keys on: memory per idle stream ≤ the net/http floor's + 2 KiB (issue 27)", known: r.Opened > 0 && r.FloorOpened > 0,
-			met: r.BytesPerStream <= r.FloorBytesPerStream+2<<10,
+			met:      r.BytesPerStream <= r.FloorBytesPerStream+2<<10,
 			measured: fmt.Sprintf("%s over the floor (%s)", harness.Bytes(r.BytesPerStream-r.FloorBytesPerStream), withFloor)},
 	}, nil
 }

@@ -38,7 +38,8 @@ func Parse(name string, data []byte, p Product) ([]Entry, error) {
 		return nil, &FileError{File: name, Reason: err.Error()}
 	}
 	text := string(data)
-	for _, k := range md.Undecoded() {
+	if und := md.Undecoded(); len(und) > 0 {
+		k := und[0]
 		field := k[len(k)-1]
 		reason := fmt.Sprintf("unknown field %q", k.String())
 		if len(k) == 1 {
