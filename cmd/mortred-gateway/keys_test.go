@@ -532,6 +532,20 @@ func TestGatewayBadKeyFileStops(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "server"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A catalog that loads, so that the key file is what stops the start.
+	conf, err := os.ReadFile(filepath.Join("..", "..", "conf", "server", "blazeface.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "server", "blazeface.toml"), string(conf))
+	if err := os.Mkdir(filepath.Join(dir, "models"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mconf, err := os.ReadFile(filepath.Join("..", "..", "conf", "models", "blazeface.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "models", "blazeface.toml"), string(mconf))
 	ok := newKey(t, "ok", "")
 	replace(t, filepath.Join(dir, "keys.toml"), keyFile(ok)+"[[key]]\nid = \"second\"\nhash = \"abc\"\n")
 	p := testproc.Start(t, testproc.Options{Env: gatewayEnv()}, testproc.Bin(t, "mortred-gateway"), "--config", filepath.Join(dir, "mortred.toml"))

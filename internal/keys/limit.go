@@ -72,6 +72,7 @@ func newState(id string) *state {
 func (st *state) reject(r Reason) {
 	st.mu.Lock()
 	st.rejections[r]++
+	st.codes[http.StatusForbidden]++
 	st.mu.Unlock()
 }
 
@@ -166,6 +167,7 @@ func (k *Key) Admit() (*Grant, *Rejection) {
 	}
 	if reason != "" {
 		st.rejections[reason]++
+		st.codes[http.StatusTooManyRequests]++
 		l := k.snapshot()
 		st.mu.Unlock()
 		what := map[Reason]string{Concurrency: fmt.Sprintf("%d requests at once", k.MaxConcurrent),

@@ -28,7 +28,8 @@ type Usage struct {
 	RemainingRequests int64 `json:"remaining_requests"`
 	RemainingUnits    int64 `json:"remaining_units"`
 	InFlight          int64 `json:"in_flight"`
-	// Requests by answered status code ("200", "429", "499", ...).
+	// Requests by answered status code ("200", "429", "499", ...), the
+	// key's own refusals (403 scope, 429 limits) included.
 	Requests map[string]uint64 `json:"requests"`
 	// Tokens (router): prompt, completion, cached; counted is the part of
 	// prompt+completion the router counted itself (Charge.Counted).
