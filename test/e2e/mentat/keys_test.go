@@ -228,7 +228,7 @@ func TestKeysWithOpenAIClients(t *testing.T) {
 	}
 
 	messages := `[{"role":"user","content":"count me"}]` // as the clients serialise keys.mjs's messages
-	var wantPrompt, wantCompletion, wantCounted int64
+	var wantPrompt, wantCompletion, wantCounted, minEstimate int64
 	for _, c := range openaijs.Clients {
 		got, err := openaijs.RunKeys(c, openaijs.KeysArgs{BaseURL: r.url + "/v1", Model: "alpha-1", Other: "beta-1",
 			Scoped: scoped, Wide: wide, Tiny: tiny, Bad: bad})
@@ -269,10 +269,15 @@ func TestKeysWithOpenAIClients(t *testing.T) {
 		if u == nil || u.PromptTokens < 1 || u.CompletionTokens != 4 || got.Streams.CountedFrames != 5 {
 			t.Fatalf("%s: streams %+v %+v", c, u, got.Streams)
 		}
-		estimate := (int64(len(messages)) + 3) / 4
-		wantPrompt += u.PromptTokens + estimate
+		// The prompt of a stream without usage is estimated from the
+		// bytes of the request's messages as the client serialised them,
+		// which this test cannot see: it checks the estimate is there (at
+		// least the size of messages as keys.mjs writes them) and the
+		// rest exactly.
+		wantPrompt += u.PromptTokens
 		wantCompletion += u.CompletionTokens + got.Streams.CountedFrames
-		wantCounted += estimate + got.Streams.CountedFrames
+		wantCounted += got.Streams.CountedFrames
+		minEstimate += (int64(len(messages)) + 3) / 4
 	}
 
 	// The scoped key ran the streams: charged from the usage frame and
@@ -281,8 +286,10 @@ func TestKeysWithOpenAIClients(t *testing.T) {
 	tok := func(id, kind string) int64 {
 		return int64(sum(fams, "mentat_serve_key_tokens_total", map[string]string{"key": id, "kind": kind}))
 	}
-	if p, c, n := tok("team-a", "prompt"), tok("team-a", "completion"), tok("team-a", "counted"); p != wantPrompt || c != wantCompletion || n != wantCounted {
-		t.Errorf("team-a charged prompt %d completion %d counted %d, want %d %d %d", p, c, n, wantPrompt, wantCompletion, wantCounted)
+	if p, c, n := tok("team-a", "prompt"), tok("team-a", "completion"), tok("team-a", "counted"); c != wantCompletion ||
+		n-wantCounted < minEstimate || p-wantPrompt != n-wantCounted {
+		t.Errorf("team-a charged prompt %d completion %d counted %d, want usage prompt %d + an estimate of at least %d, completion %d, counted frames %d + the estimate",
+			p, c, n, wantPrompt, minEstimate, wantCompletion, wantCounted)
 	}
 	if p, c := tok("team-b", "prompt"), tok("team-b", "completion"); p != 0 || c != 0 {
 		t.Errorf("team-b charged %d %d, ran nothing", p, c)
@@ -302,6 +309,11 @@ func TestKeysWithOpenAIClients(t *testing.T) {
 	seen := rec.requests()
 	var posts, probes int
 	for _, s := range seen {
+		if strings.HasPrefix(s, "GET /metrics ") {
+			// vLLM serves /metrics without its API key; the load scrape
+			// sends none.
+			continue
+		}
 		if !strings.HasSuffix(s, " Bearer "+upAlpha) {
 			t.Errorf("alpha's engine got %q", s)
 		}
