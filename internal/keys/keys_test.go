@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
+
+	"github.com/fe64bb06/frontdoor/internal/testproc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -258,7 +260,7 @@ func TestRPM(t *testing.T) {
 func TestReloadKeepsStateAndOldKeysOnError(t *testing.T) {
 	c := newClock()
 	reg := prometheus.NewRegistry()
-	var logs lockedBuffer
+	var logs testproc.Buffer
 	s, p := openStore(t, entry("a", "sk-mentat-a", "rpm = 10"), Options{Now: c.Now, Registerer: reg, Poll: 10 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	g, _ := s.Keys()[0].Admit()
@@ -322,19 +324,6 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
-
-// lockedBuffer is a bytes.Buffer for a log written by Run's goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 func TestPermissionWarningAndStartError(t *testing.T) {
 	dir := t.TempDir()

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fe64bb06/frontdoor/internal/httpx"
 	"github.com/fe64bb06/frontdoor/internal/keys"
 	"github.com/fe64bb06/frontdoor/mortred/config"
 	"github.com/fe64bb06/frontdoor/mortred/envelope"
@@ -97,12 +98,12 @@ func (g *Gateway) admitted(w http.ResponseWriter, r *http.Request, u *Upstream, 
 		st.request(rej.Status)
 		return
 	}
-	rec := &statusRecorder{ResponseWriter: w}
+	rec := &httpx.StatusWriter{ResponseWriter: w}
 	finished := false
 	defer func() {
 		// Also runs while forward aborts the handler (panic
 		// http.ErrAbortHandler), which then goes on.
-		grant.Done(doneStatus(rec.code, finished, r.Context().Err() != nil))
+		grant.Done(doneStatus(rec.Code, finished, r.Context().Err() != nil))
 	}()
 	grant.SetHeaders(w.Header())
 	serve(rec, grant)
@@ -123,30 +124,6 @@ func doneStatus(code int, finished, clientGone bool) int {
 	}
 	return code
 }
-
-// statusRecorder notes the status of an answer for the key's usage.
-type statusRecorder struct {
-	http.ResponseWriter
-	code int
-}
-
-func (w *statusRecorder) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusRecorder) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the connection (deadlines,
-// flushes).
-func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // tenantOf is the X-Mortred-Tenant the model server gets for a grant: the
 // key's id, none for the operator (who reads every job) and without keys.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fe64bb06/frontdoor/internal/httpx"
 	"github.com/fe64bb06/frontdoor/mortred/envelope"
 )
 
@@ -63,36 +64,14 @@ func (s *Server) match(path string) (route, string) {
 	return routeNone, ""
 }
 
-// statusWriter records the HTTP status for the request metric.
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 func (s *Server) routes() http.Handler {
 	metrics := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		arrival := time.Now()
-		w := &statusWriter{ResponseWriter: rw}
+		w := &httpx.StatusWriter{ResponseWriter: rw}
 		defer func() {
-			if w.code != 0 {
-				s.m.request(r.Method, w.code, msSince(arrival))
+			if w.Code != 0 {
+				s.m.request(r.Method, w.Code, msSince(arrival))
 			}
 		}()
 		s.serve(w, r, arrival, metrics)
