@@ -1,5 +1,6 @@
 // Package charts is the small SVG charting script (and its style) that the
-// router's status page and the supervisor's UI share. Each page is one
+// router's status page and the supervisor's UI share, with the formatting
+// of per-key usage (KeyUsage) that both pages' Keys sections use. Each page is one
 // embedded HTML file; Inline puts the script and style into it where the
 // page marks their place, so both pages draw with one piece of code and
 // still load nothing but their own document.
@@ -17,7 +18,12 @@ import (
 )
 
 //go:embed charts.js
-var script []byte
+var chartsJS []byte
+
+//go:embed keyusage.js
+var keyUsageJS []byte
+
+var script = append(append([]byte(nil), chartsJS...), keyUsageJS...)
 
 //go:embed charts.css
 var style []byte

@@ -71,7 +71,7 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 		if store, err = keys.Open(cfg.KeysFile, keys.Options{Product: keys.Router, Log: log, Registerer: reg}); err != nil {
 			return nil, fmt.Errorf("SERVE_KEYS_FILE: %w", err)
 		}
-		// CORS (added after this) wraps it, so that a browser's
+		// CORS (useCORS, added last) wraps it, so that a browser's
 		// preflight, which carries no key, is answered.
 		srv.Use(auth.Middleware(store))
 	}
@@ -88,7 +88,9 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	state := func(rt *rroutes.Route) string { return bal.Info(rt).State }
 	srv.SetReplicaState(state)
 	status := func() any { return serve.Status(routes.Load(), srv.Uptime(), state) }
-	ep, err := mcp.New(routes, mcp.Config{ToolsTTL: cfg.ToolsTTL, CallTimeout: cfg.MCPTimeout}, status, log)
+	// The MCP endpoint's own origin check allows the CORS origins too, so
+	// that what CORS lets a page send, /mcp serves.
+	ep, err := mcp.New(routes, mcp.Config{ToolsTTL: cfg.ToolsTTL, CallTimeout: cfg.MCPTimeout, AllowedOrigins: cfg.CORSOrigins}, status, log)
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +119,16 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	// /v1/responses/{id} pattern would answer 405.
 	srv.Handle("POST /v1/responses/input_tokens", httpx.NoWriteDeadline(tokens.New(routes, cfg.MCPTimeout, &http.Client{Transport: proxy.NewTransport()}, up)))
 	srv.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if store != nil {
+		// Usage per key: /stats.json's "keys" and the page's key charts.
+		st.SetKeys(store)
+		srv.Handle("GET /stats/keys/series.json", stats.KeysSeriesHandler(store))
+	}
+	// CORS goes last, so it runs first: a browser's preflight carries no
+	// key, and must be answered before the keys are checked.
+	if err := useCORS(srv, cfg.CORSOrigins); err != nil {
+		return nil, err
+	}
 	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, History: history, Balancer: bal, Keys: store, Upstream: up, log: log}, nil
 }
 
@@ -171,6 +183,21 @@ func (a *App) Reload() {
 			a.log.Info("upstream_keys_loaded", "file", a.Upstream.Path(), "groups", a.Upstream.Groups())
 		}
 	}
+}
+
+// useCORS puts httpx.CORS for origins (SERVE_CORS_ORIGINS) in front of
+// every route and middleware added so far; no origins add nothing.
+func useCORS(srv *serve.Server, origins []string) error {
+	var err error
+	srv.Use(func(next http.Handler) http.Handler {
+		h, e := httpx.CORS(origins, next)
+		if e != nil {
+			err = fmt.Errorf("SERVE_CORS_ORIGINS: %w", e)
+			return next
+		}
+		return h
+	})
+	return err
 }
 
 // root serves what no specific route claims: any POST goes to the proxy

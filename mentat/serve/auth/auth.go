@@ -23,7 +23,7 @@ type Authenticator interface {
 // key ids and usage, never a secret; like the rest of the control surface
 // they belong behind a firewall.
 var open = map[string]bool{
-	"/": true, "/status.json": true, "/stats.json": true, "/stats/series.json": true,
+	"/": true, "/status.json": true, "/stats.json": true, "/stats/series.json": true, "/stats/keys/series.json": true,
 	"/metrics": true, "/healthz": true,
 }
 

@@ -348,21 +348,11 @@ func (h *History) Document(sinceMS int64, keep func(model string) bool) SeriesDo
 // Handler serves GET /stats/series.json[?since=MS][&model=NAME...].
 func (h *History) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "/stats/series.json answers GET only", http.StatusMethodNotAllowed)
+		since, ok := seriesRequest(w, r)
+		if !ok {
 			return
 		}
 		q := r.URL.Query()
-		var since int64
-		if s := q.Get("since"); s != "" {
-			v, err := strconv.ParseInt(s, 10, 64)
-			if err != nil || v < 0 {
-				http.Error(w, "since must be a time in Unix milliseconds, as in the t array of an earlier answer", http.StatusBadRequest)
-				return
-			}
-			since = v
-		}
 		var keep func(string) bool
 		if models := q["model"]; len(models) > 0 {
 			want := map[string]bool{}
@@ -375,4 +365,25 @@ func (h *History) Handler() http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		_ = json.NewEncoder(w).Encode(h.Document(since, keep))
 	})
+}
+
+// seriesRequest checks a series route's request: GET or HEAD (else 405),
+// and its ?since=MS (0 when absent; else 400). It returns false when it
+// has answered.
+func seriesRequest(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, r.URL.Path+" answers GET only", http.StatusMethodNotAllowed)
+		return 0, false
+	}
+	s := r.URL.Query().Get("since")
+	if s == "" {
+		return 0, true
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 {
+		http.Error(w, "since must be a time in Unix milliseconds, as in an earlier answer's sample times", http.StatusBadRequest)
+		return 0, false
+	}
+	return v, true
 }

@@ -2,7 +2,8 @@
 // every routable model (one row each, under the model), what its engine
 // reports on /metrics, how the balancer sees it and the requests the
 // router is carrying; for every group that fails its gate, one row with
-// the reason. The status page (package ui) polls it.
+// the reason; with API keys on, every key's usage. The status page
+// (package ui) polls it.
 package stats
 
 import (
@@ -17,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/internal/keys"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 )
 
@@ -36,6 +38,7 @@ type Stats struct {
 	src      routes.Source
 	inflight Inflight
 	routing  Routing
+	keys     Keys
 	scraper  *scraper
 	started  time.Time
 	now      func() time.Time
@@ -96,6 +99,10 @@ type Document struct {
 	Discovery string       `json:"discovery,omitempty"`
 	Models    []Row        `json:"models"`
 	Requests  []RequestRow `json:"requests"`
+	// Keys is every key's usage and limits (keys.Usage), in key-file
+	// order, then removed keys that ran up usage; absent with keys off
+	// (and while the key file lists no key).
+	Keys []keys.Usage `json:"keys,omitempty"`
 }
 
 // Row is one model (or one failing group). Engine numbers are null when the
@@ -228,6 +235,9 @@ func (s *Stats) Document(ctx context.Context) Document {
 			}
 			doc.Requests = append(doc.Requests, row)
 		}
+	}
+	if s.keys != nil {
+		doc.Keys = s.keys.Usage()
 	}
 	return doc
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/fe64bb06/frontdoor/internal/keys"
+	"github.com/fe64bb06/frontdoor/internal/series"
 	"github.com/fe64bb06/frontdoor/internal/testbrowser"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 	"github.com/fe64bb06/frontdoor/mentat/serve/stats"
@@ -85,7 +87,7 @@ func (c *carrying) drop(id uint64) {
 
 // router stands in for mentatd-serve's HTTP surface that the page touches:
 // / and /stats.json over one routable model and one failing group.
-func router(t *testing.T, inflight stats.Inflight) (*httptest.Server, *routes.Holder) {
+func router(t *testing.T, inflight stats.Inflight, k stats.Keys) (*httptest.Server, *routes.Holder) {
 	t.Helper()
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/metrics" {
@@ -116,6 +118,10 @@ func router(t *testing.T, inflight stats.Inflight) (*httptest.Server, *routes.Ho
 	mux.Handle("GET /stats/series.json", hist.Handler())
 	mux.Handle("GET /{$}", ui.Handler(func() any { return map[string]any{"uptime_s": 1} }))
 	mux.Handle("GET /stats.json", st.Handler())
+	if k != nil {
+		st.SetKeys(k)
+		mux.Handle("GET /stats/keys/series.json", stats.KeysSeriesHandler(k))
+	}
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv, h
@@ -128,7 +134,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 			FirstByte: now.Add(-11 * time.Second), OutBytes: 20480},
 		{ID: 42, Model: "glm53", Group: "glm53", Started: now.Add(-3 * time.Second), BodyBytes: 1234567},
 	}}
-	srv, holder := router(t, inflight)
+	srv, holder := router(t, inflight, nil)
 
 	br := testbrowser.New(t, 1400, 900)
 	bctx := br.Ctx
@@ -241,6 +247,108 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Errorf("chart store:\n got %s\nwant %s", store, want)
 	}
 
+	if problems := br.Problems(); len(problems) > 0 {
+		t.Errorf("the page logged errors:\n%s", strings.Join(problems, "\n"))
+	}
+}
+
+// usage is a fake of the key store's usage and series (stats.Keys).
+type usage struct {
+	mu   sync.Mutex
+	keys []keys.Usage
+	snap keys.SeriesSnapshot
+}
+
+func (u *usage) Usage() []keys.Usage {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]keys.Usage(nil), u.keys...)
+}
+
+func (u *usage) Series(since int64) keys.SeriesSnapshot {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := keys.SeriesSnapshot{Times: []int64{}, Keys: map[string]keys.KeySeries{}}
+	for i, t := range u.snap.Times {
+		if t <= since {
+			continue
+		}
+		out.Times = append(out.Times, t)
+		for id, s := range u.snap.Keys {
+			ks := out.Keys[id]
+			ks.Requests = append(ks.Requests, s.Requests[i])
+			ks.Units = append(ks.Units, s.Units[i])
+			ks.Rejections = append(ks.Rejections, s.Rejections[i])
+			out.Keys[id] = ks
+		}
+	}
+	return out
+}
+
+// TestKeysSectionInBrowser: with keys on, the page shows a row per key
+// (limits, what is left, answers by class, tokens, rejections) and a chart
+// per key of its series; with keys off there is no Keys section at all.
+func TestKeysSectionInBrowser(t *testing.T) {
+	now := time.Now().UnixMilli()
+	u := &usage{
+		keys: []keys.Usage{
+			{ID: "team-a", Priority: "critical", Weight: 2, Models: []string{"glm*"}, State: "active", RPM: 600, Units: 100000, Unit: keys.Tokens,
+				MaxConcurrent: 8, RemainingRequests: 590, RemainingUnits: 97500, InFlight: 3,
+				Requests: map[string]uint64{"200": 40, "429": 5, "499": 1, "502": 2}, PromptTokens: 2000, CompletionTokens: 500, CachedTokens: 1200, CountedTokens: 30,
+				Rejections: map[string]uint64{"rpm": 4, "model_scope": 1}},
+			{ID: "batch", Priority: "sheddable", Weight: 1, State: "disabled", Unit: keys.Tokens, RemainingRequests: -1, RemainingUnits: -1,
+				Requests: map[string]uint64{}, Rejections: map[string]uint64{}},
+		},
+		snap: keys.SeriesSnapshot{Times: []int64{now - 20000, now - 10000, now}, Keys: map[string]keys.KeySeries{
+			"team-a": {Requests: series.Values{1, 2, 3}, Units: series.Values{100, 200, 250}, Rejections: series.Values{0, 0.5, 0}},
+			"batch":  {Requests: series.Values{0, 0, 0}, Units: series.Values{0, 0, 0}, Rejections: series.Values{0, 0, 0}},
+		}},
+	}
+	srv, _ := router(t, &carrying{}, u)
+	off, _ := router(t, &carrying{}, nil)
+	br := testbrowser.New(t, 1400, 900)
+	if err := chromedp.Do(br.Ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+		t.Fatalf("load the page: %v", err)
+	}
+	br.Until("the key rows", `document.querySelectorAll("#keyRows tr.key").length === 2 && !document.getElementById("keys").hidden`)
+	var row string
+	br.Eval(`Array.from(document.querySelectorAll('tr.key[data-id="team-a"] > td')).map(td => td.textContent.trim()).join(" | ")`, &row)
+	want := "team-a | active | critical \u00b7 weight 2 | 600 req/min, 100,000 tokens/min, 8 at once | 590 req, 97,500 tokens | 3 | 40 | 5 | 3 | 2,000 | 500 | 1,200 | 30 | model_scope 1 \u00b7 rpm 4"
+	if row != want {
+		t.Errorf("team-a row\n got %q\nwant %q", row, want)
+	}
+	br.Eval(`Array.from(document.querySelectorAll('tr.key[data-id="batch"] > td')).map(td => td.textContent.trim()).join(" | ")`, &row)
+	if want := "batch | disabled | sheddable | none | no limit | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | none"; row != want {
+		t.Errorf("batch row\n got %q\nwant %q", row, want)
+	}
+	var title string
+	br.Eval(`document.querySelector('tr.key[data-id="team-a"] > td:nth-child(4)').title`, &title)
+	if title != "models: glm*" {
+		t.Errorf("limits cell title %q, want the key's models", title)
+	}
+	// The chart draws the key's series: three lines, the latest values in
+	// the legend.
+	br.Until("team-a's chart", `(() => { const b = document.querySelector('#keyCharts .chartbox[data-key="team-a"]');
+		return !!b && b.querySelectorAll("svg path").length >= 3 && b.querySelector(".legend").textContent.includes("250/s"); })()`)
+	var legend string
+	br.Eval(`document.querySelector('#keyCharts .chartbox[data-key="team-a"] .legend').textContent`, &legend)
+	for _, w := range []string{"requests/s 3/s", "tokens/s 250/s", "rejections/s 0/s"} {
+		if !strings.Contains(legend, w) {
+			t.Errorf("team-a legend %q lacks %q", legend, w)
+		}
+	}
+	br.Screenshot("status-keys.png")
+
+	// Keys off: no section, no series route read.
+	if err := chromedp.Do(br.Ctx, chromedp.Navigate(off.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	br.Until("the model rows", `document.querySelectorAll("tr.model").length === 2`)
+	var hidden bool
+	br.Eval(`document.getElementById("keys").hidden`, &hidden)
+	if !hidden {
+		t.Error("keys off, yet the page shows a Keys section")
+	}
 	if problems := br.Problems(); len(problems) > 0 {
 		t.Errorf("the page logged errors:\n%s", strings.Join(problems, "\n"))
 	}

@@ -87,7 +87,8 @@ func TestHandlerNegotiates(t *testing.T) {
 }
 
 // The page must work with no network but the router: no URL of another
-// origin and nothing fetched but stats.json and stats/series.json.
+// origin and nothing fetched but stats.json, stats/series.json and
+// stats/keys/series.json.
 func TestPageSelfContained(t *testing.T) {
 	p := string(Page())
 	for _, re := range []string{`https?://`, `\bsrc\s*=`, `<link\b`, `@import`, `url\(`, `//[a-z0-9.-]+\.[a-z]{2,}/`} {
@@ -95,8 +96,9 @@ func TestPageSelfContained(t *testing.T) {
 			t.Errorf("page references an external asset (%s): %q", re, p[max(0, loc[0]-40):min(len(p), loc[1]+40)])
 		}
 	}
-	if n := strings.Count(p, "fetch("); n != 2 || !strings.Contains(p, `fetch("stats.json"`) || !strings.Contains(p, `fetch("stats/series.json?since="`) {
-		t.Errorf("page fetches something other than stats.json and stats/series.json (%d fetch calls)", n)
+	if n := strings.Count(p, "fetch("); n != 3 || !strings.Contains(p, `fetch("stats.json"`) || !strings.Contains(p, `fetch("stats/series.json?since="`) ||
+		!strings.Contains(p, `fetch("stats/keys/series.json?since="`) {
+		t.Errorf("page fetches something other than stats.json, stats/series.json and stats/keys/series.json (%d fetch calls)", n)
 	}
 	if strings.Contains(p, charts.ScriptMarker) || !strings.Contains(p, "const Charts =") {
 		t.Error("the chart script is not inlined")

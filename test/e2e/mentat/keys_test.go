@@ -207,12 +207,35 @@ func TestKeysWithOpenAIClients(t *testing.T) {
 	beta := &engine{group: "beta", model: "beta-1", args: []string{"--api-key", upBeta}}
 	startAgent(t, d.addr, alpha)
 	startAgent(t, d.addr, beta)
-	r := startRouter(t, "router", 0, "MENTAT_DAEMONS="+d.addr, "SERVE_KEYS_FILE="+keyFile, "SERVE_UPSTREAM_KEYS_FILE="+upFile)
+	r := startRouter(t, "router", 0, "MENTAT_DAEMONS="+d.addr, "SERVE_KEYS_FILE="+keyFile, "SERVE_UPSTREAM_KEYS_FILE="+upFile,
+		"SERVE_CORS_ORIGINS=https://app.example")
 	// Admitted at all only because the probes carry the upstream keys.
 	r.waitKeyedModels(t, wide, "alpha-1", "beta-1")
 
+	// A listed origin's preflight is answered before any key is asked
+	// for; another origin's is refused, with no CORS header.
+	for _, c := range []struct {
+		origin string
+		code   int
+		allow  string
+	}{{"https://app.example", 204, "https://app.example"}, {"https://evil.example", 403, ""}} {
+		req, _ := http.NewRequest("OPTIONS", r.url+"/v1/chat/completions", nil)
+		req.Header.Set("Origin", c.origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		req.Header.Set("Access-Control-Request-Headers", "authorization, content-type")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.code || resp.Header.Get("Access-Control-Allow-Origin") != c.allow ||
+			(c.allow != "" && resp.Header.Get("Access-Control-Allow-Credentials") != "true") {
+			t.Errorf("preflight from %s: %d %v, want %d allowing %q", c.origin, resp.StatusCode, resp.Header, c.code, c.allow)
+		}
+	}
+
 	// What stays open, and what does not.
-	for _, p := range []string{"/healthz", "/status.json", "/stats.json", "/metrics", "/"} {
+	for _, p := range []string{"/healthz", "/status.json", "/stats.json", "/stats/keys/series.json", "/metrics", "/"} {
 		if code, _ := keyed(t, "GET", r.url+p, "", ""); code != 200 {
 			t.Errorf("GET %s without a key: %d, want 200 (open)", p, code)
 		}
@@ -302,6 +325,33 @@ func TestKeysWithOpenAIClients(t *testing.T) {
 		if strings.Contains(text, s) {
 			t.Fatal("/metrics shows a secret")
 		}
+	}
+
+	// /stats.json (the status page's source) carries the same usage per
+	// key, in key-file order, and no secret or hash.
+	_, statsBody := keyed(t, "GET", r.url+"/stats.json", "", "")
+	var doc struct {
+		Keys []struct {
+			ID               string            `json:"id"`
+			Unit             string            `json:"unit"`
+			Requests         map[string]uint64 `json:"requests"`
+			CompletionTokens int64             `json:"completion_tokens"`
+		} `json:"keys"`
+	}
+	if err := json.Unmarshal([]byte(statsBody), &doc); err != nil {
+		t.Fatalf("/stats.json: %v", err)
+	}
+	if len(doc.Keys) != 3 || doc.Keys[0].ID != "team-a" || doc.Keys[1].ID != "team-b" || doc.Keys[2].ID != "tiny" ||
+		doc.Keys[0].Unit != "tokens" || doc.Keys[0].CompletionTokens != wantCompletion || doc.Keys[2].Requests["429"] < 2 {
+		t.Errorf("/stats.json keys: %s", statsBody)
+	}
+	for _, s := range []string{scoped, wide, tiny, bad, upAlpha, upBeta, `"hash"`} {
+		if strings.Contains(statsBody, s) {
+			t.Fatal("/stats.json shows a secret or a hash")
+		}
+	}
+	if code, body := keyed(t, "GET", r.url+"/stats/keys/series.json", "", ""); code != 200 || !strings.Contains(body, `"times":`) {
+		t.Errorf("GET /stats/keys/series.json: %d %s", code, body)
 	}
 
 	// alpha's engine got exactly the upstream key, on probes and on
