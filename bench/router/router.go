@@ -209,7 +209,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		"nginx":   {Name: "nginx", URL: base("nginx", "fast") + chat, Procs: []compare.Proc{{Label: "proxy", PID: ng.Proc.PID()}, engine}},
 		floorPath: {Name: floorPath, URL: base(floorPath, "fast") + chat, Procs: []compare.Proc{{Label: "proxy", PID: fl.Proc.PID()}, engine}},
 		"router":  {Name: "router", URL: base("router", "fast") + chat, Procs: []compare.Proc{{Label: "proxy", PID: cl.Router.PID()}, engine}},
-		keysPath:  {Name: keysPath, URL: base(keysPath, "fast") + chat, Procs: []compare.Proc{{Label: "proxy", PID: keyed.PID()}, engine}},
+		keysPath:  {Name: keysPath, URL: base(keysPath, "fast") + chat, Headers: headers(keysPath), Procs: []compare.Proc{{Label: "proxy", PID: keyed.PID()}, engine}},
 	}
 	wres := map[string][]compare.Measured{} // load|path → rounds
 	sres := map[string][]sse.StreamResult{}
@@ -217,7 +217,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	for round := range cfg.Rounds {
 		for _, l := range loads {
 			for _, p := range paths {
-				m, err := compare.Run(ctx, cfg.WorkDir, fast[p], wrk.Opts{Body: l.body, Conns: l.conns, Headers: headers(p),
+				m, err := compare.Run(ctx, cfg.WorkDir, fast[p], wrk.Opts{Body: l.body, Conns: l.conns,
 					Duration: cfg.Duration, MaxRequests: cfg.MaxRequests, CPUs: cfg.LoadCPUs, Name: script(l.file, p)})
 				if err != nil {
 					return Result{}, fmt.Errorf("%s: %w", l.name, err)
@@ -257,6 +257,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		aggs := map[string]compare.Agg{}
 		for _, p := range paths {
 			aggs[p] = compare.Aggregate(wres[l.name+"|"+p])
+			// A path that answered errors measured something else than
+			// serving (a refusal is cheap): its figures would pass any
+			// target, so the section fails instead.
+			if a := aggs[p]; a.Refused > 0 {
+				return Result{}, fmt.Errorf("%s via %s: %d answers were not 2xx, e.g. %s", l.name, p, a.Refused, a.FirstBad)
+			}
 		}
 		fmt.Fprintf(&b, "**%s**\n\n%s\n", l.name, compare.Table(paths, aggs, []string{"proxy", "engine"}))
 		d := aggs["direct"]

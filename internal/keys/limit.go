@@ -87,7 +87,10 @@ type Key struct {
 	RPM, Units, MaxConcurrent int64
 	Expires                   time.Time // zero: never
 
-	product  Product
+	product Product
+	// hdr holds the header names and limit values that do not change
+	// while the key is in force, made once at load.
+	hdr      *headerText
 	globs    []string // Models with "/" turned to "\x00", so "*" spans it
 	disabled bool
 	hash     [32]byte
@@ -127,14 +130,31 @@ func (k *Key) Scope(model string) *Rejection {
 
 // limits is the rate-limit state of a key at one moment, for headers.
 type limits struct {
+	hdr                *headerText
 	rpm, units         int64
 	remReq, remUnits   int64
 	resetReq, resetUns time.Duration
 }
 
+// headerText is a key's rate-limit header names (by its product's unit)
+// and its limits as text.
+type headerText struct {
+	limitUnits, remainingUnits, resetUnits string
+	rpm, units                             string
+}
+
+func newHeaderText(k *Key) *headerText {
+	name := "Tokens"
+	if k.product.Unit == Images {
+		name = "Images"
+	}
+	return &headerText{limitUnits: "X-Ratelimit-Limit-" + name, remainingUnits: "X-Ratelimit-Remaining-" + name,
+		resetUnits: "X-Ratelimit-Reset-" + name, rpm: strconv.FormatInt(k.RPM, 10), units: strconv.FormatInt(k.Units, 10)}
+}
+
 func (k *Key) snapshot() limits {
 	st := k.st
-	return limits{rpm: k.RPM, units: k.Units,
+	return limits{hdr: k.hdr, rpm: k.RPM, units: k.Units,
 		remReq: int64(math.Max(0, math.Floor(st.req.level))), remUnits: int64(math.Max(0, math.Floor(st.units.level))),
 		resetReq: st.req.full(), resetUns: st.units.full()}
 }
@@ -198,22 +218,35 @@ func (g *Grant) Key() *Key { return g.key }
 // SetHeaders writes the rate-limit headers of the key as of admission
 // (x-ratelimit-{limit,remaining,reset}-{requests,tokens|images}), for the
 // limits the key has.
-func (g *Grant) SetHeaders(h http.Header) { g.limits.set(h, g.key.product.Unit) }
+func (g *Grant) SetHeaders(h http.Header) { g.limits.set(h) }
 
-func (l *limits) set(h http.Header, u Unit) {
+// set writes the headers into h under their canonical names, the values
+// of all six in one slice (this runs on every request of a key).
+func (l *limits) set(h http.Header) {
+	n := 0
 	if l.rpm > 0 {
-		h["X-Ratelimit-Limit-Requests"] = []string{strconv.FormatInt(l.rpm, 10)}
-		h["X-Ratelimit-Remaining-Requests"] = []string{strconv.FormatInt(l.remReq, 10)}
-		h["X-Ratelimit-Reset-Requests"] = []string{ceilMS(l.resetReq)}
+		n += 3
 	}
 	if l.units > 0 {
-		name := "Tokens"
-		if u == Images {
-			name = "Images"
-		}
-		h["X-Ratelimit-Limit-"+name] = []string{strconv.FormatInt(l.units, 10)}
-		h["X-Ratelimit-Remaining-"+name] = []string{strconv.FormatInt(l.remUnits, 10)}
-		h["X-Ratelimit-Reset-"+name] = []string{ceilMS(l.resetUns)}
+		n += 3
+	}
+	if n == 0 {
+		return
+	}
+	v := make([]string, 0, n)
+	put := func(name, val string) {
+		v = append(v, val)
+		h[name] = v[len(v)-1 : len(v) : len(v)]
+	}
+	if l.rpm > 0 {
+		put("X-Ratelimit-Limit-Requests", l.hdr.rpm)
+		put("X-Ratelimit-Remaining-Requests", strconv.FormatInt(l.remReq, 10))
+		put("X-Ratelimit-Reset-Requests", ceilMS(l.resetReq))
+	}
+	if l.units > 0 {
+		put(l.hdr.limitUnits, l.hdr.units)
+		put(l.hdr.remainingUnits, strconv.FormatInt(l.remUnits, 10))
+		put(l.hdr.resetUnits, ceilMS(l.resetUns))
 	}
 }
 
@@ -294,7 +327,7 @@ func (r *Rejection) SetHeaders(h http.Header) {
 		h.Set("Retry-After", strconv.FormatInt(max(1, int64((r.RetryAfter+time.Second-1)/time.Second)), 10))
 		h.Set("Retry-After-Ms", strconv.FormatInt(max(1, int64(ms)), 10))
 		if r.limits != nil && r.Key != nil {
-			r.limits.set(h, r.Key.product.Unit)
+			r.limits.set(h)
 		}
 	}
 }

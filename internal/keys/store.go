@@ -184,6 +184,7 @@ func (s *Store) load() error {
 	}
 	if s.opBytes != nil {
 		set.operator = &Key{ID: OperatorID, Weight: 1, product: s.o.Product, st: s.stateLocked(OperatorID), now: s.now}
+		set.operator.hdr = newHeaderText(set.operator)
 	}
 	s.cur.Store(set)
 	s.sig, s.sum = sigOf(fi), sha256.Sum256(data)
@@ -211,6 +212,7 @@ func (s *Store) build(e Entry, now time.Time) *Key {
 	for _, g := range e.Models {
 		k.globs = append(k.globs, strings.ReplaceAll(g, "/", "\x00"))
 	}
+	k.hdr = newHeaderText(k)
 	h, _ := hex.DecodeString(e.Hash)
 	copy(k.hash[:], h)
 	k.st = s.stateLocked(e.ID)
@@ -324,7 +326,10 @@ func (s *Store) Authenticate(header http.Header, addr string) (*Key, *Rejection)
 		return nil, s.authFail(InvalidKey, "", "invalid API key; keys of this server start with "+s.o.Product.Prefix)
 	}
 	s.hashes.Add(1)
-	sum := sha256.Sum256([]byte(token))
+	// On the stack: a plain []byte(token) of a key's length (over 32
+	// bytes) would be a heap allocation per request.
+	var buf [MaxSecret]byte
+	sum := sha256.Sum256(append(buf[:0], token...))
 	k := set.byHash[sum]
 	if k == nil || subtle.ConstantTimeCompare(k.hash[:], sum[:]) != 1 {
 		slot.take(now)

@@ -6,6 +6,7 @@ package compare
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/fe64bb06/frontdoor/bench/internal/harness"
@@ -35,7 +36,8 @@ type Measured struct {
 
 // Run measures one path with o (its URL and headers are the path's).
 func Run(ctx context.Context, dir string, p Path, o wrk.Opts) (Measured, error) {
-	o.URL, o.Headers = p.URL, p.Headers
+	// A copy: wrk.Run fills in its default headers.
+	o.URL, o.Headers = p.URL, maps.Clone(p.Headers)
 	before := map[string]time.Duration{}
 	for _, pr := range p.Procs {
 		before[pr.Label] = cpu(pr.PID)
@@ -69,6 +71,10 @@ type Agg struct {
 	Bound string
 	// CPUus is CPU µs per request by process label.
 	CPUus map[string]float64
+	// Refused counts answers that were not 2xx or 3xx, and FirstBad is
+	// one of them (status and the start of its body).
+	Refused  int64
+	FirstBad string
 }
 
 // Aggregate takes the median over rounds; errors are summed.
@@ -81,6 +87,10 @@ func Aggregate(rs []Measured) Agg {
 		p50 = append(p50, float64(r.P50))
 		p99 = append(p99, float64(r.P99))
 		a.Errors += r.Errors + r.Status
+		a.Refused += r.Status
+		if a.FirstBad == "" {
+			a.FirstBad = r.FirstBad
+		}
 		if r.BudgetHit {
 			a.Bound = " (≥, budget hit)"
 		}

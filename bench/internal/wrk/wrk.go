@@ -47,7 +47,11 @@ type Result struct {
 	Duration time.Duration
 	// Errors counts socket errors (connect, read, write, timeout);
 	// Status counts answers that were not 2xx or 3xx.
-	Errors, Status           int64
+	Errors, Status int64
+	// FirstBad is the status and the start of the body of one answer
+	// that was 4xx or 5xx (one per thread is written; the last is kept),
+	// so that a report can say why a path failed.
+	FirstBad                 string
 	P50, P90, P99, Mean, Max time.Duration
 	// BudgetHit is true when the run stopped on MaxRequests before the
 	// duration ran out. wrk still reports the full duration then, so RPS
@@ -75,8 +79,13 @@ f:close()
 %s
 local budget = %d
 local count = 0
+local bad = false
 function response(status, headers, body)
   count = count + 1
+  if status >= 400 and not bad then
+    bad = true
+    io.write(string.format("\nWRKBAD %%d %%s\n", status, (string.gsub(string.sub(body or "", 1, 300), "%%c", " "))))
+  end
   if count >= budget then wrk.thread:stop() end
 end
 function done(summary, latency, requests)
@@ -144,6 +153,10 @@ func Run(ctx context.Context, dir string, o Opts) (Result, error) {
 	res.Status = raw["status"]
 	res.BudgetHit = res.Requests >= int64(perThread*o.Threads)
 	res.P50, res.P90, res.P99, res.Mean, res.Max = us("p50"), us("p90"), us("p99"), us("mean"), us("max")
+	if j := bytes.LastIndex(out.Bytes(), []byte("\nWRKBAD ")); j >= 0 {
+		line, _, _ := bytes.Cut(out.Bytes()[j+len("\nWRKBAD "):], []byte("\n"))
+		res.FirstBad = string(line)
+	}
 	return res, nil
 }
 

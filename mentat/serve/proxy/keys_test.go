@@ -18,7 +18,7 @@ import (
 // keyedRouter is a router with keys on: a store from the entries given
 // (id → extra TOML lines), each request authenticated as the app's
 // middleware does before the proxy sees it. It returns the secrets by id.
-func keyedRouter(t *testing.T, cfg Config, entries map[string]string) (*router, *keys.Store, map[string]string) {
+func keyedRouter(t testing.TB, cfg Config, entries map[string]string) (*router, *keys.Store, map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
 	secrets := map[string]string{}

@@ -449,18 +449,33 @@ func TestServerDeadlinesDoNotCutStreams(t *testing.T) {
 	}
 }
 
+// BenchmarkProxySmall is one small chat request through the proxy, keys
+// off and on (the key authenticated, admitted, its headers set, the
+// answer's usage charged), answered like vLLM's with a usage object.
 func BenchmarkProxySmall(b *testing.B) {
 	eng := newEngine(b, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":"cmpl-1","object":"chat.completion","choices":[{"message":{"role":"assistant","content":"hi"}}]}`)
+		io.WriteString(w, `{"id":"cmpl-1","object":"chat.completion","choices":[{"message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`)
 	})
-	rt := newRouter(b, Config{})
+	b.Run("keys=off", func(b *testing.B) { benchProxySmall(b, newRouter(b, Config{}), "", eng) })
+	b.Run("keys=on", func(b *testing.B) {
+		rt, _, secrets := keyedRouter(b, Config{}, map[string]string{"bench": "rpm = 1000000000\ntpm = 1000000000000\nmax_concurrent = 1000000"})
+		benchProxySmall(b, rt, secrets["bench"], eng)
+	})
+}
+
+func benchProxySmall(b *testing.B, rt *router, secret string, eng *engine) {
 	rt.publish(b, map[string]string{"m": eng.base()}, nil)
 	body := `{"model":"m","messages":[{"role":"user","content":"hello"}],"max_tokens":8}`
 	b.ReportAllocs()
 	for b.Loop() {
-		resp, err := rt.client.Post(rt.URL+"/v1/chat/completions", jsonCT, strings.NewReader(body))
+		req, _ := http.NewRequest("POST", rt.URL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", jsonCT)
+		if secret != "" {
+			req.Header.Set("Authorization", "Bearer "+secret)
+		}
+		resp, err := rt.client.Do(req)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -2,8 +2,8 @@ package proxy
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
+	"strconv"
 	"sync"
 
 	"github.com/fe64bb06/frontdoor/internal/keys"
@@ -27,22 +27,6 @@ const maxTokens = 1 << 40
 
 // usageKey is the byte pattern a usage member starts with.
 var usageKey = []byte(`"usage"`)
-
-// usage is both shapes engines write: Chat/Completions (prompt_tokens,
-// completion_tokens, prompt_tokens_details.cached_tokens) and Responses
-// (input_tokens, output_tokens, input_tokens_details.cached_tokens).
-type usage struct {
-	PromptTokens     *int64   `json:"prompt_tokens"`
-	CompletionTokens *int64   `json:"completion_tokens"`
-	InputTokens      *int64   `json:"input_tokens"`
-	OutputTokens     *int64   `json:"output_tokens"`
-	PromptDetails    *details `json:"prompt_tokens_details"`
-	InputDetails     *details `json:"input_tokens_details"`
-}
-
-type details struct {
-	CachedTokens int64 `json:"cached_tokens"`
-}
 
 // LastUsage finds the last usage object in b, a JSON text or the end of
 // one: a member "usage" whose value is an object with at least one of the
@@ -87,31 +71,154 @@ func usageAt(b []byte, i int) (keys.Charge, bool) {
 	if k >= len(b) || b[k] != '{' {
 		return keys.Charge{}, false // null, or not an object
 	}
-	var u usage
-	// A Decoder reads one value and ignores what follows it.
-	if err := json.NewDecoder(bytes.NewReader(b[k:])).Decode(&u); err != nil {
+	u, ok := scanUsage(b[k:])
+	if !ok {
 		return keys.Charge{}, false
 	}
 	var c keys.Charge
 	found := false
 	for _, f := range []struct {
-		v   *int64
+		v   tokenCount
 		dst *int64
-	}{{u.PromptTokens, &c.Prompt}, {u.InputTokens, &c.Prompt}, {u.CompletionTokens, &c.Completion}, {u.OutputTokens, &c.Completion}} {
-		if f.v != nil && *f.dst == 0 {
-			*f.dst, found = clampTokens(*f.v), true
+	}{{u.prompt, &c.Prompt}, {u.input, &c.Prompt}, {u.completion, &c.Completion}, {u.output, &c.Completion}} {
+		if f.v.set && *f.dst == 0 {
+			*f.dst, found = clampTokens(f.v.n), true
 		}
 	}
 	if !found {
 		return keys.Charge{}, false
 	}
-	if d := u.PromptDetails; d != nil {
-		c.Cached = clampTokens(d.CachedTokens)
-	} else if d := u.InputDetails; d != nil {
-		c.Cached = clampTokens(d.CachedTokens)
+	if u.promptCached.set {
+		c.Cached = clampTokens(u.promptCached.n)
+	} else if u.inputCached.set {
+		c.Cached = clampTokens(u.inputCached.n)
 	}
 	c.Cached = min(c.Cached, c.Prompt)
 	return c, true
+}
+
+// tokenCount is one usage number: set when present and not null.
+type tokenCount struct {
+	n   int64
+	set bool
+}
+
+// usageFields are both shapes engines write: Chat/Completions
+// (prompt_tokens, completion_tokens, prompt_tokens_details.cached_tokens)
+// and Responses (input_tokens, output_tokens,
+// input_tokens_details.cached_tokens). A details object that is present
+// counts as cached 0 when it has no cached_tokens.
+type usageFields struct {
+	prompt, completion, input, output tokenCount
+	promptCached, inputCached         tokenCount
+}
+
+// scanUsage reads the usage object at the start of b with the proxy's
+// JSON scanner (no reflection, no copy): the answer is json.Unmarshal's
+// into pointers to int64 (FuzzUsageMatchesJSON holds the two together),
+// so a count that is not an integer in int64's range, or a details value
+// that is not an object, refuses the whole object.
+func scanUsage(b []byte) (usageFields, bool) {
+	s := jsonScanner{b: b}
+	var u usageFields
+	err := s.object(func(key []byte, kesc bool) error {
+		switch {
+		case keyIs(key, kesc, "prompt_tokens"):
+			return s.count(&u.prompt)
+		case keyIs(key, kesc, "completion_tokens"):
+			return s.count(&u.completion)
+		case keyIs(key, kesc, "input_tokens"):
+			return s.count(&u.input)
+		case keyIs(key, kesc, "output_tokens"):
+			return s.count(&u.output)
+		case keyIs(key, kesc, "prompt_tokens_details"):
+			return s.details(&u.promptCached)
+		case keyIs(key, kesc, "input_tokens_details"):
+			return s.details(&u.inputCached)
+		}
+		return s.skipValue()
+	})
+	return u, err == nil
+}
+
+// errNotCount refuses a usage object the way a decode error would.
+var errNotCount = bodyErr("usage: a token count is not an integer")
+
+// count reads an integer or null into c (null: as if absent, as a nil
+// pointer would be; a later duplicate key wins, as in json.Unmarshal).
+func (s *jsonScanner) count(c *tokenCount) error {
+	start := s.i
+	if err := s.skipValue(); err != nil {
+		return err
+	}
+	lit := s.b[start:s.i]
+	if string(lit) == "null" {
+		*c = tokenCount{}
+		return nil
+	}
+	if !isJSONInt(lit) {
+		return errNotCount
+	}
+	n, err := strconv.ParseInt(string(lit), 10, 64)
+	if err != nil {
+		return errNotCount
+	}
+	*c = tokenCount{n: n, set: true}
+	return nil
+}
+
+// isJSONInt reports whether lit is a JSON number without fraction or
+// exponent: -?(0|[1-9][0-9]*).
+func isJSONInt(lit []byte) bool {
+	if len(lit) > 0 && lit[0] == '-' {
+		lit = lit[1:]
+	}
+	if len(lit) == 0 || (lit[0] == '0' && len(lit) > 1) {
+		return false
+	}
+	for _, c := range lit {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// details reads a *_tokens_details object (or null) for its cached_tokens.
+func (s *jsonScanner) details(c *tokenCount) error {
+	if s.i < len(s.b) && s.b[s.i] == 'n' {
+		start := s.i
+		if err := s.skipValue(); err != nil {
+			return err
+		}
+		if string(s.b[start:s.i]) != "null" {
+			return errNotCount
+		}
+		*c = tokenCount{}
+		return nil
+	}
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return errNotCount
+	}
+	// Present: cached 0 unless it says more; a repeated details object
+	// updates the one before, as json.Unmarshal does into a pointer.
+	got := tokenCount{n: c.n, set: true}
+	err := s.object(func(key []byte, kesc bool) error {
+		if keyIs(key, kesc, "cached_tokens") {
+			var v tokenCount
+			if err := s.count(&v); err != nil {
+				return err
+			}
+			got.n = v.n // null leaves 0, as decoding into an int64 does
+			return nil
+		}
+		return s.skipValue()
+	})
+	if err != nil {
+		return err
+	}
+	*c = got
+	return nil
 }
 
 func clampTokens(n int64) int64 { return max(0, min(n, maxTokens)) }
