@@ -121,20 +121,21 @@ type usageFields struct {
 func scanUsage(b []byte) (usageFields, bool) {
 	s := jsonScanner{b: b}
 	var u usageFields
+	fields := [...]struct {
+		name    string
+		c       *tokenCount
+		details bool
+	}{{"prompt_tokens", &u.prompt, false}, {"completion_tokens", &u.completion, false}, {"input_tokens", &u.input, false},
+		{"output_tokens", &u.output, false}, {"prompt_tokens_details", &u.promptCached, true}, {"input_tokens_details", &u.inputCached, true}}
 	err := s.object(func(key []byte, kesc bool) error {
-		switch {
-		case keyIs(key, kesc, "prompt_tokens"):
-			return s.count(&u.prompt)
-		case keyIs(key, kesc, "completion_tokens"):
-			return s.count(&u.completion)
-		case keyIs(key, kesc, "input_tokens"):
-			return s.count(&u.input)
-		case keyIs(key, kesc, "output_tokens"):
-			return s.count(&u.output)
-		case keyIs(key, kesc, "prompt_tokens_details"):
-			return s.details(&u.promptCached)
-		case keyIs(key, kesc, "input_tokens_details"):
-			return s.details(&u.inputCached)
+		for _, f := range fields {
+			if !keyIs(key, kesc, f.name) {
+				continue
+			}
+			if f.details {
+				return s.details(f.c)
+			}
+			return s.count(f.c)
 		}
 		return s.skipValue()
 	})
