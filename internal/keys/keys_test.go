@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -529,5 +531,38 @@ func BenchmarkAuthenticateAdmitDone(b *testing.B) {
 		g.SetHeaders(out)
 		g.Charge(Charge{Prompt: 10, Completion: 5})
 		g.Done(200)
+	}
+}
+
+// BenchmarkSixHeadersOverNetHTTP is what net/http itself spends on the six
+// x-ratelimit headers a keyed answer carries (written by a server, read by
+// a client over loopback), beside the same exchange without them: the
+// part of the router's keys-on cost that is the headers' and not the key
+// store's (BenchmarkAuthenticateAdmitDone).
+func BenchmarkSixHeadersOverNetHTTP(b *testing.B) {
+	for _, n := range []int{0, 6} {
+		b.Run(fmt.Sprintf("headers=%d", n), func(b *testing.B) {
+			names := []string{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests",
+				"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"}[:n]
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				h := w.Header()
+				for _, k := range names {
+					h[k] = []string{"999999"}
+				}
+				h.Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"ok":true}`)
+			}))
+			defer srv.Close()
+			c := srv.Client()
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := c.Get(srv.URL)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
 	}
 }
