@@ -109,6 +109,21 @@ func SecondsToDuration(f float64) time.Duration {
 	return time.Duration(f * float64(time.Second))
 }
 
+// Fraction returns a value between 0 (excluded) and 1, or def; anything
+// else is reported to Warn.
+func (e Env) Fraction(name string, def float64) float64 {
+	v, ok := e.Value(name)
+	if !ok {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f > 0 && f <= 1) {
+		e.warn(name, v, "must be a number above 0 and at most 1; using the default")
+		return def
+	}
+	return f
+}
+
 // Port returns a TCP/UDP port number. allowZero lets 0 through (it means
 // "off" for some listeners); an out-of-range or non-numeric value takes def.
 func (e Env) Port(name string, def int, allowZero bool) int {

@@ -118,6 +118,16 @@ func TestInt(t *testing.T) {
 	}
 }
 
+func TestFraction(t *testing.T) {
+	var warned int
+	e := Map(map[string]string{"A": "0.9", "B": "1", "C": "0", "D": "1.5", "E": "x", "F": "NaN"})
+	e.Warn = func(string, string, string) { warned++ }
+	if e.Fraction("A", 0.5) != 0.9 || e.Fraction("B", 0.5) != 1 || e.Fraction("C", 0.5) != 0.5 || e.Fraction("D", 0.5) != 0.5 ||
+		e.Fraction("E", 0.5) != 0.5 || e.Fraction("F", 0.5) != 0.5 || e.Fraction("G", 0.5) != 0.5 || warned != 4 {
+		t.Fatalf("Fraction rules broken (%d warnings)", warned)
+	}
+}
+
 func TestChoice(t *testing.T) {
 	parse := func(v string) (string, error) {
 		if v = strings.ToLower(v); v == "a" || v == "b" {

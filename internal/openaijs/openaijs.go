@@ -27,6 +27,9 @@ var script []byte
 //go:embed keys.mjs
 var keysScript []byte
 
+//go:embed flow.mjs
+var flowScript []byte
+
 // Clients are the npm aliases of the pinned client majors.
 var Clients = []string{"openai-v4", "openai-v7"}
 
@@ -130,17 +133,8 @@ type KeysResult struct {
 	BadKey        Failure  `json:"badKey"`
 	OutOfScope    Failure  `json:"outOfScope"`
 	Limited       *Failure `json:"limited"`
-	Retry         struct {
-		// Statuses are the HTTP statuses of the retried call's requests.
-		Statuses []int `json:"statuses"`
-		Waits    []struct {
-			AdvertisedMS float64 `json:"advertisedMs"`
-			RetryAfter   string  `json:"retryAfter"`
-			WaitedMS     float64 `json:"waitedMs"`
-		} `json:"waits"`
-		Answered int `json:"answered"`
-	} `json:"retry"`
-	Streams struct {
+	Retry         Retry    `json:"retry"`
+	Streams       struct {
 		Usage *struct {
 			PromptTokens     int64 `json:"prompt_tokens"`
 			CompletionTokens int64 `json:"completion_tokens"`
@@ -149,14 +143,39 @@ type KeysResult struct {
 	} `json:"streams"`
 }
 
+// Retry is one call made with retries on: the statuses of the client's
+// requests for it, for each retry what the refusal before it advertised
+// and how long the client waited, and the choices answered.
+type Retry struct {
+	Statuses []int `json:"statuses"`
+	Waits    []struct {
+		AdvertisedMS float64 `json:"advertisedMs"`
+		RetryAfter   string  `json:"retryAfter"`
+		WaitedMS     float64 `json:"waitedMs"`
+	} `json:"waits"`
+	Answered int `json:"answered"`
+}
+
 // RunKeys runs keys.mjs with client (one of Clients), within two minutes.
 func RunKeys(client string, args KeysArgs) (*KeysResult, error) {
+	return runJSON[KeysResult](keysScript, client, args)
+}
+
+// RunFlow runs flow.mjs with client (one of Clients) against baseURL
+// (ending in /v1) for model: one sheddable call with retries on.
+func RunFlow(client, baseURL, model string) (*Retry, error) {
+	return runJSON[Retry](flowScript, client, map[string]string{"baseURL": baseURL, "model": model})
+}
+
+// runJSON runs src with its arguments as one JSON object and decodes what
+// it prints.
+func runJSON[T any](src []byte, client string, args any) (*T, error) {
 	b, err := json.Marshal(args)
 	if err != nil {
 		return nil, err
 	}
-	var r KeysResult
-	if err := run(keysScript, client, &r, string(b)); err != nil {
+	var r T
+	if err := run(src, client, &r, string(b)); err != nil {
 		return nil, err
 	}
 	return &r, nil

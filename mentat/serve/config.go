@@ -15,6 +15,7 @@ import (
 	"github.com/fe64bb06/frontdoor/internal/httpx"
 	"github.com/fe64bb06/frontdoor/mentat/serve/balance"
 	"github.com/fe64bb06/frontdoor/mentat/serve/discovery"
+	"github.com/fe64bb06/frontdoor/mentat/serve/flow"
 	"github.com/fe64bb06/frontdoor/mentat/wire"
 )
 
@@ -99,6 +100,16 @@ type Config struct {
 	// CORSOrigins is SERVE_CORS_ORIGINS, the browser origins that may call
 	// the router (httpx.CORS); empty answers no preflight.
 	CORSOrigins []string
+	// Flow is FLOW_CONTROL == "on" (default off): hold requests in the
+	// router while every replica of their model is saturated (package
+	// flow), with FlowLimits (the FLOW_WAIT_S_*, FLOW_QUEUE_* variables).
+	// Saturation's own settings are in Routing (FLOW_MAX_INFLIGHT,
+	// FLOW_KV_THRESHOLD).
+	Flow       bool
+	FlowLimits flow.Config
+	// KeepAlive is SSE_KEEPALIVE_S (default 0: off): a streamed request
+	// waiting longer gets SSE comment lines at that interval.
+	KeepAlive time.Duration
 }
 
 // DefaultConfig is the configuration with nothing set.
@@ -156,6 +167,24 @@ func LoadConfig(env envconf.Env) (Config, error) {
 	} else if env.Warn != nil {
 		env.Warn("ROUTING_THRESHOLD", "0", "must be a positive number of requests; using the default")
 	}
+	c.Routing.MaxInflight = env.Int("FLOW_MAX_INFLIGHT", 0)
+	c.Routing.SaturatedKV = env.Fraction("FLOW_KV_THRESHOLD", balance.KVFull)
+	c.Flow = env.Choice("FLOW_CONTROL", "off", func(v string) (string, error) {
+		switch strings.ToLower(v) {
+		case "on", "1", "true":
+			return "on", nil
+		case "off", "0", "false":
+			return "off", nil
+		}
+		return "", fmt.Errorf("must be on or off")
+	}) == "on"
+	for b := flow.Critical; b < flow.NumBands; b++ {
+		name := strings.ToUpper(b.String())
+		c.FlowLimits.MaxWait[b] = env.Duration("FLOW_WAIT_S_"+name, flow.DefaultMaxWait[b])
+		c.FlowLimits.MaxQueue[b] = env.Int("FLOW_QUEUE_"+name, flow.DefaultMaxQueue[b])
+	}
+	c.FlowLimits.MaxTotal = env.Int("FLOW_QUEUE_TOTAL", flow.DefaultMaxTotal)
+	c.KeepAlive = env.Duration("SSE_KEEPALIVE_S", 0)
 	c.ProbeFresh = env.Duration("PROBE_FRESH_S", 3*c.ProbeInterval+c.ProbeTimeout)
 	c.ProbePromote = env.Duration("PROBE_PROMOTE_S", 6*c.ProbeInterval)
 	c.HTTPAddr = ":" + strconv.Itoa(c.Port)

@@ -21,6 +21,7 @@ import (
 	"github.com/fe64bb06/frontdoor/mentat/serve"
 	"github.com/fe64bb06/frontdoor/mentat/serve/auth"
 	"github.com/fe64bb06/frontdoor/mentat/serve/balance"
+	"github.com/fe64bb06/frontdoor/mentat/serve/flow"
 	"github.com/fe64bb06/frontdoor/mentat/serve/mcp"
 	"github.com/fe64bb06/frontdoor/mentat/serve/proxy"
 	rroutes "github.com/fe64bb06/frontdoor/mentat/serve/routes"
@@ -49,7 +50,9 @@ type App struct {
 	// Upstream are the keys sent to engines (SERVE_UPSTREAM_KEYS_FILE),
 	// nil when none.
 	Upstream *upstream.Keys
-	log      *slog.Logger
+	// Flow is flow control (FLOW_CONTROL), nil when off.
+	Flow *flow.Controller
+	log  *slog.Logger
 }
 
 // New builds the router from cfg. Nothing listens until Run (or
@@ -84,7 +87,13 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	}
 	routes := srv.Routes()
 	bal := balance.New(cfg.Routing, reg)
-	px := proxy.New(routes, proxy.Config{Timeout: cfg.ServingTimeout, Edge: cfg.Edge, Balancer: bal, Keys: store != nil, Upstream: up}, log, reg)
+	var fc *flow.Controller
+	if cfg.Flow {
+		// A model's room is what its replicas take now, as the balancer
+		// sees them (balance.Free).
+		fc = flow.New(cfg.FlowLimits, func(model string) int { return bal.Free(routes.Load().Replicas[model]) }, reg)
+	}
+	px := proxy.New(routes, proxy.Config{Timeout: cfg.ServingTimeout, Edge: cfg.Edge, Balancer: bal, Keys: store != nil, Upstream: up, Flow: fc, KeepAlive: cfg.KeepAlive}, log, reg)
 	state := func(rt *rroutes.Route) string { return bal.Info(rt).State }
 	srv.SetReplicaState(state)
 	status := func() any { return serve.Status(routes.Load(), srv.Uptime(), state) }
@@ -119,6 +128,9 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	// /v1/responses/{id} pattern would answer 405.
 	srv.Handle("POST /v1/responses/input_tokens", httpx.NoWriteDeadline(tokens.New(routes, cfg.MCPTimeout, &http.Client{Transport: proxy.NewTransport()}, up)))
 	srv.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if fc != nil {
+		st.SetFlow(fc)
+	}
 	if store != nil {
 		// Usage per key: /stats.json's "keys" and the page's key charts.
 		st.SetKeys(store)
@@ -129,7 +141,7 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	if err := useCORS(srv, cfg.CORSOrigins); err != nil {
 		return nil, err
 	}
-	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, History: history, Balancer: bal, Keys: store, Upstream: up, log: log}, nil
+	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, History: history, Balancer: bal, Keys: store, Upstream: up, Flow: fc, log: log}, nil
 }
 
 // Run serves until ctx ends, then stops the background work and returns.
@@ -158,8 +170,19 @@ func (a *App) Run(ctx context.Context) error {
 		defer close(loadDone)
 		a.Balancer.Watch(ctx, a.Server.Routes(), engineLoad(a.Stats, a.Balancer.Config().ScrapeInterval))
 	}()
+	flowDone := make(chan struct{})
+	go func() {
+		defer close(flowDone)
+		if a.Flow != nil {
+			// Capacity other clients free, or a scrape shows, reaches the
+			// waiting requests within a tick; the router's own completions
+			// hand theirs on at once.
+			a.Flow.Run(ctx, FlowTick)
+		}
+	}()
 	err := a.Server.Run(ctx)
 	cancel()
+	<-flowDone
 	<-mcpDone
 	<-historyDone
 	<-loadDone
@@ -168,6 +191,10 @@ func (a *App) Run(ctx context.Context) error {
 	a.Proxy.Close()
 	return err
 }
+
+// FlowTick is how often flow control looks for capacity that the router's
+// own completions did not announce.
+const FlowTick = 50 * time.Millisecond
 
 // Reload reads the key files again (SIGHUP): the key store, which keeps
 // its keys and logs keys_reload_failed when the file is broken, and the

@@ -27,6 +27,11 @@ type Balancer struct {
 
 type replicaState struct {
 	inflight atomic.Int64
+	// ended counts the router's requests to the replica that ended;
+	// learned is the engine's capacity as last seen when it queued (0:
+	// not seen queueing).
+	ended   atomic.Int64
+	learned atomic.Int64
 	// refused is when the replica last refused a connection (unix
 	// nanoseconds), 0 when it has not since its last good probe.
 	refused atomic.Int64
@@ -50,8 +55,10 @@ type EngineLoad struct {
 	OK bool
 	// Own is how many requests the router had in flight to the engine
 	// when the scrape ended (Watch sets it): the part of Running+Waiting
-	// that is the router's own, already counted live.
-	Own float64
+	// that is the router's own, already counted live. Ended is how many
+	// of the router's requests to it had ended by then.
+	Own   float64
+	Ended int64
 }
 
 // New returns a Balancer. Its metrics are registered on reg (nil: not
@@ -321,11 +328,79 @@ func (b *Balancer) score(st *replicaState, rt *routes.Route, now time.Time) (int
 	if l == nil || !l.OK || now.Sub(l.At) > b.cfg.staleAfter() {
 		return max(rank, rankStale), own
 	}
-	load := own + max(0, l.Running+l.Waiting-l.Own) + l.Waiting
+	load := own + max(0, l.Running+l.Waiting-l.Own) + waitingNow(st, l)
 	if l.HasKV && l.KV >= KVFull {
 		load += b.cfg.Threshold
 	}
 	return rank, load
+}
+
+// waitingNow is the engine's queue as of the last scrape, less one for
+// each of the router's requests to it that ended since: an engine takes
+// a waiting request in as soon as a running one finishes. Without this,
+// the router's own requests that were queued at the scrape would weigh
+// twice (in the live in-flight count and in the scraped queue) until the
+// next scrape, long after the engine had taken them in.
+func waitingNow(st *replicaState, l *EngineLoad) float64 {
+	return max(0, l.Waiting-float64(st.ended.Load()-l.Ended))
+}
+
+// unlimited is Free's answer when nothing bounds a replica.
+const unlimited = 1 << 30
+
+// Free is how many more requests reps (a model's replicas) take before
+// every one is saturated, for flow control. A replica has no room when it
+// refused a connection since its last probe, when its engine queues
+// (waitingNow) or its KV cache is at SaturatedKV, or when the router's
+// requests in flight to it plus the engine's other work reach its
+// capacity: MaxInflight, else the running count at which the engine was
+// last seen queueing. A replica without fresh numbers and no MaxInflight
+// is not held back: with nothing known, the engine decides as it would
+// without flow control. Nor is a model whose every replica refused: its
+// requests are not waiting for capacity, and get the proxy's answer for
+// an engine that is down at once.
+func (b *Balancer) Free(reps []*routes.Route) int {
+	now := b.now()
+	total, refused := 0, 0
+	for _, rt := range reps {
+		st := b.replica(rt.Group)
+		if r := st.refused.Load(); r != 0 && rt.Probed.UnixNano() <= r {
+			refused++
+			continue
+		}
+		total += b.free(st, rt, now)
+		if total >= unlimited {
+			return unlimited
+		}
+	}
+	if refused > 0 && refused == len(reps) {
+		return unlimited
+	}
+	return total
+}
+
+// free is one replica's room (one that has not refused a connection).
+func (b *Balancer) free(st *replicaState, rt *routes.Route, now time.Time) int {
+	own := st.inflight.Load()
+	capacity := int64(b.cfg.MaxInflight)
+	l := st.load.Load()
+	if l == nil || !l.OK || now.Sub(l.At) > b.cfg.staleAfter() {
+		if capacity > 0 {
+			return int(max(0, capacity-own))
+		}
+		return unlimited
+	}
+	if waitingNow(st, l) > 0 || (l.HasKV && l.KV >= b.cfg.SaturatedKV) {
+		return 0
+	}
+	if capacity == 0 {
+		capacity = st.learned.Load()
+	}
+	if capacity == 0 {
+		return unlimited
+	}
+	others := int64(max(0, l.Running+l.Waiting-l.Own))
+	return int(max(0, capacity-own-others))
 }
 
 // Ticket is one attempt to send a request to a replica; End it when the
@@ -356,6 +431,7 @@ func (b *Balancer) Start(req Request, rt *routes.Route, reason Reason, matched i
 func (t *Ticket) End() {
 	if t != nil && t.done.CompareAndSwap(false, true) {
 		t.st.inflight.Add(-1)
+		t.st.ended.Add(1)
 	}
 }
 
@@ -366,10 +442,29 @@ func (b *Balancer) Refuse(model string, rt *routes.Route) {
 	b.m.refusal(model, rt.Group)
 }
 
-// Observe records an engine's load for group.
+// Observe records an engine's load for group, and learns its capacity
+// for Free: the running count while it queues; and, once learned, an
+// eighth more (at least one) each time the engine runs that many with
+// nobody waiting and room in its KV cache, so a capacity first seen low
+// (a burst of long prompts) grows back to what the engine takes instead
+// of leaving it idle while requests wait in the router.
 func (b *Balancer) Observe(group string, l EngineLoad) {
-	b.replica(group).load.Store(&l)
+	st := b.replica(group)
+	if run := int64(l.Running); l.OK && run > 0 {
+		learned := st.learned.Load()
+		switch {
+		case l.Waiting > 0:
+			st.learned.Store(run)
+		case learned > 0 && run >= learned && !(l.HasKV && l.KV >= b.cfg.SaturatedKV):
+			st.learned.Store(run + max(1, run/8))
+		}
+	}
+	st.load.Store(&l)
 }
+
+// Capacity is the engine's capacity as learned for group (0: not seen
+// queueing yet).
+func (b *Balancer) Capacity(group string) int64 { return b.replica(group).learned.Load() }
 
 // ReplicaInfo is one replica's routing state (/status.json, /stats.json).
 type ReplicaInfo struct {

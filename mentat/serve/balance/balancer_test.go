@@ -553,3 +553,83 @@ func TestCommonHeaderSpreads(t *testing.T) {
 		}
 	}
 }
+
+// The router's own requests queued at a scrape leave the scraped queue as
+// they end: the engine takes a waiting request in for each that finishes,
+// so they are not counted twice (live and scraped) until the next scrape.
+func TestOwnQueuedNotCountedTwice(t *testing.T) {
+	f := newFixture(t, LeastLoaded, 1)
+	rt := f.reps[0]
+	var tickets []*Ticket
+	for range 6 {
+		_, tk := f.send(Request{Model: "m"})
+		tickets = append(tickets, tk)
+	}
+	// The engine runs 4 of the router's 6 and queues 2.
+	st := f.b.replica(rt.Group)
+	f.b.Observe(rt.Group, EngineLoad{Running: 4, Waiting: 2, At: f.now, OK: true, Own: 6, Ended: st.ended.Load()})
+	if got := f.b.Info(rt).Load; got != 8 {
+		t.Fatalf("load %v at the scrape, want 6 in flight + the queue of 2", got)
+	}
+	tickets[0].End()
+	tickets[1].End()
+	// Two ended, so the engine took its two waiting in: 4 in flight, none queued.
+	if got := f.b.Info(rt).Load; got != 4 {
+		t.Errorf("load %v after two ended, want 4 (the queue is gone, not still counted)", got)
+	}
+	for _, tk := range tickets[2:] {
+		tk.End()
+	}
+}
+
+// Free: nothing known is no limit; an engine that queues has no room and
+// teaches its capacity; below it, room is the capacity less the router's
+// and the engine's other work; the capacity grows back when the engine
+// runs at it with nobody waiting; a configured cap wins; a refused
+// replica has no room.
+func TestFree(t *testing.T) {
+	f := newFixture(t, LeastLoaded, 2)
+	a, b := f.reps[0], f.reps[1]
+	if got := f.b.Free(f.reps); got != unlimited {
+		t.Fatalf("idle engines, capacity unknown: free %d, want unlimited", got)
+	}
+	f.b.Observe(a.Group, EngineLoad{Running: 8, Waiting: 3, At: f.now, OK: true})
+	f.b.Observe(b.Group, EngineLoad{Running: 2, Waiting: 1, At: f.now, OK: true})
+	if got := f.b.Free(f.reps); got != 0 {
+		t.Fatalf("both queueing: free %d, want 0", got)
+	}
+	if f.b.Capacity(a.Group) != 8 || f.b.Capacity(b.Group) != 2 {
+		t.Fatalf("learned %d and %d, want 8 and 2", f.b.Capacity(a.Group), f.b.Capacity(b.Group))
+	}
+	// a drains to 5 of other clients' requests, 1 of the router's: 2 free.
+	tk := f.b.Start(Request{Model: "m"}, a, Load, 0)
+	f.b.Observe(a.Group, EngineLoad{Running: 6, At: f.now, OK: true, Own: 1, Ended: f.b.replica(a.Group).ended.Load()})
+	f.b.Observe(b.Group, EngineLoad{Running: 2, At: f.now, OK: true, Ended: f.b.replica(b.Group).ended.Load()})
+	if got := f.b.free(f.b.replica(a.Group), a, f.now); got != 8-1-5 {
+		t.Errorf("a free %d, want 2", got)
+	}
+	// b runs at its capacity with nobody waiting: it may take more.
+	if got := f.b.Capacity(b.Group); got != 3 {
+		t.Errorf("b's capacity after running at it unqueued: %d, want 3", got)
+	}
+	tk.End()
+	f.b.Observe(a.Group, EngineLoad{Running: 0, At: f.now, OK: true, HasKV: true, KV: 0.97})
+	if got := f.b.free(f.b.replica(a.Group), a, f.now); got != 0 {
+		t.Errorf("a with a full KV cache: free %d, want 0", got)
+	}
+	f.b.Observe(b.Group, EngineLoad{Running: 0, At: f.now, OK: true})
+	f.b.Refuse("m", b)
+	if got := f.b.Free(f.reps); got != 0 {
+		t.Errorf("a full, b refused a connection: free %d, want 0", got)
+	}
+	f.b.Refuse("m", a)
+	if got := f.b.Free(f.reps); got != unlimited {
+		t.Errorf("every replica refused: free %d, want unlimited (nothing to wait for)", got)
+	}
+
+	capped := New(Config{MaxInflight: 2}, nil)
+	capped.now = func() time.Time { return f.now }
+	if got := capped.Free(f.reps[:1]); got != 2 {
+		t.Errorf("cap 2, no numbers yet: free %d, want 2", got)
+	}
+}

@@ -112,6 +112,13 @@ type Config struct {
 	ScrapeTimeout  time.Duration
 	// IndexBlocks bounds each model's prefix index.
 	IndexBlocks int
+	// MaxInflight caps the router's requests in flight to one replica
+	// for Free (FLOW_MAX_INFLIGHT); 0 learns each engine's capacity from
+	// the running count at which it started queueing.
+	MaxInflight int
+	// SaturatedKV is the KV-cache usage at which a replica has no room
+	// for Free (FLOW_KV_THRESHOLD; default KVFull).
+	SaturatedKV float64
 }
 
 func (c Config) withDefaults() Config {
@@ -132,6 +139,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IndexBlocks <= 0 {
 		c.IndexBlocks = DefaultIndexBlocks
+	}
+	if c.SaturatedKV <= 0 {
+		c.SaturatedKV = KVFull
 	}
 	return c
 }

@@ -44,7 +44,8 @@ func (b *Balancer) watchRound(ctx context.Context, snap *routes.Snapshot, read R
 			rctx, cancel := context.WithTimeout(ctx, b.cfg.ScrapeTimeout)
 			defer cancel()
 			l := read(rctx, rt)
-			l.Own = float64(b.replica(g).inflight.Load())
+			st := b.replica(g)
+			l.Own, l.Ended = float64(st.inflight.Load()), st.ended.Load()
 			b.Observe(g, l)
 		})
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/fe64bb06/frontdoor/internal/httpx"
 	"github.com/fe64bb06/frontdoor/internal/keys"
 	"github.com/fe64bb06/frontdoor/mentat/serve/balance"
+	"github.com/fe64bb06/frontdoor/mentat/serve/flow"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 	"github.com/fe64bb06/frontdoor/mentat/serve/upstream"
 )
@@ -85,6 +86,13 @@ type Config struct {
 	// (SERVE_UPSTREAM_KEYS_FILE) in place of any client Authorization;
 	// nil sends none.
 	Upstream *upstream.Keys
+	// Flow holds requests while every replica of their model is
+	// saturated (FLOW_CONTROL); nil lets every request go at once.
+	Flow *flow.Controller
+	// KeepAlive is SSE_KEEPALIVE_S: a streamed request that waits longer
+	// (in flow control, or for its engine's first byte) gets an SSE
+	// comment line every KeepAlive. Zero: none.
+	KeepAlive time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -196,6 +204,13 @@ type exchange struct {
 	// a stream's estimated usage.
 	grant       *keys.Grant
 	promptBytes int
+	// adm is the request's admission by flow control (nil with it off),
+	// ended by record with tokens, the answer's tokens as metered.
+	adm    *flow.Admission
+	tokens int64
+	// ka sends a waiting stream comments (SSE_KEEPALIVE_S); nil when off
+	// or not a stream.
+	ka *keepAlive
 }
 
 // release gives the request's pooled buffers back, once: forward does as
@@ -248,17 +263,33 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 		return &Error{Status: http.StatusBadRequest, Code: "invalid_body", Param: "model", Message: err.Error()}
 	}
 	key := keys.FromContext(r.Context())
+	x.promptBytes = len(f.Messages) + len(f.Prompt) + len(f.Input)
+	if x.promptBytes == 0 {
+		x.promptBytes = body.Len()
+	}
 	if key != nil {
 		if err := p.admit(w, x, key, f.Model); err != nil {
 			return err
 		}
-		x.promptBytes = len(f.Messages) + len(f.Prompt) + len(f.Input)
-		if x.promptBytes == 0 {
-			x.promptBytes = body.Len()
-		}
 	}
 	if err := p.route(x, f.Model, key); err != nil {
 		return err
+	}
+	if f.Stream && p.cfg.KeepAlive > 0 {
+		x.ka = newKeepAlive(w, p.cfg.KeepAlive)
+		// Stopped before the handler returns: no comment after it.
+		defer x.ka.stop()
+	}
+	if p.cfg.Flow != nil {
+		if err := p.waitTurn(w, r, x, key); err != nil {
+			return err
+		}
+		if x.adm.Waited > 0 {
+			// The replicas may have changed while it waited.
+			if err := p.route(x, f.Model, key); err != nil {
+				return err
+			}
+		}
 	}
 	x.blocks = balance.GetBlocks()
 	req := routingRequest(x.model, &f, r.Header, p.sessionKey, x.blocks)
@@ -299,6 +330,27 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 	}
 	defer resp.Body.Close()
 	x.release() // body and req are not used past here
+	events := httpx.IsEventStream(resp.Header.Get("Content-Type"))
+	// With SSE_KEEPALIVE_S, comments may already have committed a 200
+	// event-stream head: an answer that is not one is then told as an
+	// error event; one that is keeps the comments going until its first
+	// byte, under a hold while its head is written.
+	headOut, holding := false, false
+	if x.ka != nil {
+		if resp.StatusCode != http.StatusOK || !events {
+			if x.ka.stop() {
+				return upstreamAfterCommit(resp)
+			}
+		} else {
+			headOut, holding = x.ka.hold(), true
+		}
+	}
+	var wd time.Time
+	defer func() {
+		if holding {
+			x.ka.releaseStream(wd)
+		}
+	}()
 
 	h := w.Header()
 	httpx.CopyResponseHeader(h, resp.Header)
@@ -307,12 +359,13 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 	if x.grant != nil {
 		// The key's headers, not any an engine sent.
 		x.grant.SetHeaders(h)
-		m = newMeter(w, x.grant, httpx.IsEventStream(resp.Header.Get("Content-Type")), x.promptBytes)
+	}
+	if x.grant != nil || x.adm != nil {
+		m = newMeter(w, x, httpx.IsEventStream(resp.Header.Get("Content-Type")), x.promptBytes)
 		defer func() { m.finish(resp.StatusCode) }()
 		dst = m
 	}
 	flush := resp.ContentLength < 0
-	events := httpx.IsEventStream(resp.Header.Get("Content-Type"))
 	if events {
 		x.flight.stream.Store(true)
 		markStream(h)
@@ -325,7 +378,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 	// context cannot unblock a write); an answer that is not a stream gets
 	// WriteTimeout, never more than SERVING_TIMEOUT_S. Unset on exit so a
 	// later request on this keep-alive connection starts clean.
-	wd := deadline.Add(time.Second)
+	wd = deadline.Add(time.Second)
 	if !flush {
 		if t := time.Now().Add(p.cfg.Edge.WriteTimeout); t.Before(deadline) {
 			wd = t
@@ -334,7 +387,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(wd)
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	w.WriteHeader(resp.StatusCode)
+	if !headOut {
+		w.WriteHeader(resp.StatusCode)
+	}
 	x.code, x.headersOut = resp.StatusCode, true
 
 	var flushFn func() error
@@ -344,6 +399,11 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 		if err := rc.Flush(); err != nil {
 			return p.afterHeaders(r, ctx, errClientGone)
 		}
+	}
+	if holding {
+		holding = false
+		x.ka.releaseStream(wd)
+		dst = x.ka.writer(dst)
 	}
 	readErr, writeErr := x.relay(dst, flushFn, resp.Body, sent, events)
 	switch {
@@ -368,6 +428,7 @@ func (p *Proxy) send(ctx context.Context, r *http.Request, x *exchange, body *ht
 		}
 		x.route, x.target = rt, Target(rt, r.URL)
 		x.ticket = p.bal.Start(req, rt, reason, matched)
+		x.adm.Sent()
 		x.flight = p.inflight.add(x.model, rt.Group, int64(body.Len()), stream, x.start)
 		hdr := buildUpstreamHeader(r.Header, p.fwdHeaders, p.cfg.Upstream.Authorization(rt.Group))
 		resp, err := httpx.RoundTrip(p.transport, upstreamRequest(ctx, x.target, body, hdr))
@@ -483,6 +544,7 @@ func mib(n int64) string {
 // fail is the one place a failed request is answered and logged.
 func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, x *exchange, err error) {
 	if errors.Is(err, errClientGone) {
+		x.ka.stop()
 		x.code = StatusClientClosed
 		p.log.Debug("proxy_client_gone", "model", x.model, "path", r.URL.Path, "elapsed", time.Since(x.start))
 		// Nothing was served. Returning without a write would make
@@ -493,6 +555,14 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, x *exchange, err er
 	}
 	e := asError(err)
 	p.logFailure(x, r.URL.Path, e)
+	if x.ka.stop() {
+		// Comments committed a 200 event stream: the failure goes to the
+		// client as an error event, and the stream ends without [DONE].
+		x.code = e.Status
+		p.cfg.Edge.WriteDeadline(w)
+		writeErrorEvent(w, e)
+		return
+	}
 	if x.headersOut {
 		// The status line is out: the only honest signal left is to cut
 		// the connection, so the client cannot take a truncated answer
@@ -561,7 +631,10 @@ func (p *Proxy) record(x *exchange) {
 		p.inflight.remove(x.flight)
 		x.mm.gauge().Dec()
 	}
+	// The replica's count first, so that the capacity flow control hands
+	// on is there.
 	x.ticket.End()
+	x.adm.Done(float64(x.tokens))
 	if x.code == 0 {
 		x.code = http.StatusOK
 	}

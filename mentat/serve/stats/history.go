@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/fe64bb06/frontdoor/internal/series"
+	"github.com/fe64bb06/frontdoor/mentat/serve/flow"
 )
 
 // Defaults of the history behind /stats/series.json.
@@ -36,6 +37,10 @@ const (
 	FieldRequestsPS = "requests_ps"    // router: answered requests/s (model only)
 	Field4xxPS      = "errors_4xx_ps"  // router: 4xx answers/s, 499 included (model only)
 	Field5xxPS      = "errors_5xx_ps"  // router: 5xx answers/s (model only)
+	// With flow control on, requests waiting in the router (model only),
+	// one series per band: queued_critical, queued_standard,
+	// queued_sheddable.
+	FieldQueuedPrefix = "queued_"
 )
 
 // seriesKey names one series: Group is "" for the model's aggregate.
@@ -106,6 +111,12 @@ func (h *History) Sample(ctx context.Context, now time.Time) {
 		}
 		for field, total := range classes {
 			values[seriesKey{Model: model, Field: field}] = h.totals.Rate(seriesKey{Model: model, Field: field + "_total"}, total)
+		}
+		if h.st.flow != nil {
+			q := h.st.flow.Queued(model)
+			for b := flow.Critical; b < flow.NumBands; b++ {
+				values[seriesKey{Model: model, Field: FieldQueuedPrefix + b.String()}] = float64(q[b])
+			}
 		}
 	}
 	h.totals.End()

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/keys"
+	"github.com/fe64bb06/frontdoor/mentat/serve/flow"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 )
 
@@ -39,6 +40,7 @@ type Stats struct {
 	inflight Inflight
 	routing  Routing
 	keys     Keys
+	flow     Flow
 	scraper  *scraper
 	started  time.Time
 	now      func() time.Time
@@ -103,7 +105,27 @@ type Document struct {
 	// order, then removed keys that ran up usage; absent with keys off
 	// (and while the key file lists no key).
 	Keys []keys.Usage `json:"keys,omitempty"`
+	// Queues is, with flow control on, every routable model's requests
+	// waiting in the router by band; absent with it off.
+	Queues []QueueRow `json:"queues,omitempty"`
 }
+
+// QueueRow is one model's flow-control queue.
+type QueueRow struct {
+	Model     string `json:"model"`
+	Critical  int    `json:"critical"`
+	Standard  int    `json:"standard"`
+	Sheddable int    `json:"sheddable"`
+}
+
+// Flow is flow control's view of the queues (flow.Controller).
+type Flow interface {
+	Queued(model string) [flow.NumBands]int
+}
+
+// SetFlow makes /stats.json and the series carry the flow-control
+// queues; call it before serving.
+func (s *Stats) SetFlow(f Flow) { s.flow = f }
 
 // Row is one model (or one failing group). Engine numbers are null when the
 // engine does not publish them, when its /metrics could not be read
@@ -238,6 +260,13 @@ func (s *Stats) Document(ctx context.Context) Document {
 	}
 	if s.keys != nil {
 		doc.Keys = s.keys.Usage()
+	}
+	if s.flow != nil {
+		doc.Queues = []QueueRow{}
+		for _, m := range snap.Available() {
+			q := s.flow.Queued(m)
+			doc.Queues = append(doc.Queues, QueueRow{Model: m, Critical: q[flow.Critical], Standard: q[flow.Standard], Sheddable: q[flow.Sheddable]})
+		}
 	}
 	return doc
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/fe64bb06/frontdoor/internal/keys"
 	"github.com/fe64bb06/frontdoor/internal/series"
 	"github.com/fe64bb06/frontdoor/internal/testbrowser"
+	"github.com/fe64bb06/frontdoor/mentat/serve/flow"
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 	"github.com/fe64bb06/frontdoor/mentat/serve/stats"
 	"github.com/fe64bb06/frontdoor/mentat/serve/ui"
@@ -87,7 +88,7 @@ func (c *carrying) drop(id uint64) {
 
 // router stands in for mentatd-serve's HTTP surface that the page touches:
 // / and /stats.json over one routable model and one failing group.
-func router(t *testing.T, inflight stats.Inflight, k stats.Keys) (*httptest.Server, *routes.Holder) {
+func router(t *testing.T, inflight stats.Inflight, k stats.Keys, configure ...func(*stats.Stats)) (*httptest.Server, *routes.Holder) {
 	t.Helper()
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/metrics" {
@@ -110,6 +111,9 @@ func router(t *testing.T, inflight stats.Inflight, k stats.Keys) (*httptest.Serv
 			"qwen":  {Name: "qwen", Healthy: false, Provider: "vllm", WhyNot: whyNot, Models: []string{"qwen3"}},
 		}, nil))
 	st := stats.New(h, inflight, nil, nil)
+	for _, c := range configure {
+		c(st)
+	}
 	hist := st.NewHistory(nil, 0, 0)
 	for i := range 3 {
 		hist.Sample(context.Background(), time.Now().Add(time.Duration(i-3)*2*time.Second))
@@ -349,6 +353,53 @@ func TestKeysSectionInBrowser(t *testing.T) {
 	if !hidden {
 		t.Error("keys off, yet the page shows a Keys section")
 	}
+	if problems := br.Problems(); len(problems) > 0 {
+		t.Errorf("the page logged errors:\n%s", strings.Join(problems, "\n"))
+	}
+}
+
+// queues is a fake of flow control's queues.
+type queues struct {
+	mu sync.Mutex
+	q  [flow.NumBands]int
+}
+
+func (f *queues) Queued(model string) [flow.NumBands]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if model != "glm53" {
+		return [flow.NumBands]int{}
+	}
+	return f.q
+}
+
+// TestFlowSectionInBrowser: with flow control on, the page shows what
+// waits per model and band, the total in the summary, and a chart of the
+// queue; the section follows the queue as it changes.
+func TestFlowSectionInBrowser(t *testing.T) {
+	q := &queues{q: [flow.NumBands]int{1, 4, 7}}
+	srv, _ := router(t, &carrying{}, nil, func(st *stats.Stats) { st.SetFlow(q) })
+	br := testbrowser.New(t, 1400, 900)
+	if err := chromedp.Do(br.Ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+		t.Fatalf("load the page: %v", err)
+	}
+	br.Until("the queue row", `!document.getElementById("flow").hidden && !!document.querySelector('tr.queue[data-model="glm53"]')`)
+	var row, summary string
+	br.Eval(`Array.from(document.querySelectorAll('tr.queue[data-model="glm53"] > td')).map(td => td.textContent).join(" | ")`, &row)
+	if row != "glm53 | 1 | 4 | 7" {
+		t.Errorf("queue row %q", row)
+	}
+	br.Eval(`document.getElementById("summary").textContent`, &summary)
+	if !strings.Contains(summary, "12 queued") {
+		t.Errorf("summary %q lacks the 12 queued", summary)
+	}
+	br.Until("the queue chart with three bands", `(() => { const b = document.querySelector('#flowCharts .chartbox[data-model="glm53"]');
+		return !!b && b.querySelectorAll("svg path").length >= 3 && b.querySelector(".legend").textContent.includes("sheddable 7"); })()`)
+	q.mu.Lock()
+	q.q = [flow.NumBands]int{}
+	q.mu.Unlock()
+	br.Until("the queue to empty", `document.querySelector('tr.queue[data-model="glm53"] > td:nth-child(4)').textContent === "0"`)
+	br.Screenshot("status-flow.png")
 	if problems := br.Problems(); len(problems) > 0 {
 		t.Errorf("the page logged errors:\n%s", strings.Join(problems, "\n"))
 	}

@@ -134,6 +134,8 @@ func startAgent(t *testing.T, daemonAddr string, e *engine) {
 type router struct {
 	*testproc.Proc
 	url string
+	// engine is the one engine behind a flow-control test's router.
+	engine *engine
 }
 
 // routerEnv is a fast router on port; tests add MENTAT_DAEMONS and, for
