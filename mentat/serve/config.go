@@ -110,6 +110,9 @@ type Config struct {
 	// KeepAlive is SSE_KEEPALIVE_S (default 0: off): a streamed request
 	// waiting longer gets SSE comment lines at that interval.
 	KeepAlive time.Duration
+	// ModelWait is MODEL_WAIT_S (default 0: off): how long a request for
+	// a model that routed recently waits for it to route again.
+	ModelWait time.Duration
 }
 
 // DefaultConfig is the configuration with nothing set.
@@ -185,6 +188,7 @@ func LoadConfig(env envconf.Env) (Config, error) {
 	}
 	c.FlowLimits.MaxTotal = env.Int("FLOW_QUEUE_TOTAL", flow.DefaultMaxTotal)
 	c.KeepAlive = env.Duration("SSE_KEEPALIVE_S", 0)
+	c.ModelWait = env.Duration("MODEL_WAIT_S", 0)
 	c.ProbeFresh = env.Duration("PROBE_FRESH_S", 3*c.ProbeInterval+c.ProbeTimeout)
 	c.ProbePromote = env.Duration("PROBE_PROMOTE_S", 6*c.ProbeInterval)
 	c.HTTPAddr = ":" + strconv.Itoa(c.Port)

@@ -93,7 +93,8 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 		// sees them (balance.Free).
 		fc = flow.New(cfg.FlowLimits, func(model string) int { return bal.Free(routes.Load().Replicas[model]) }, reg)
 	}
-	px := proxy.New(routes, proxy.Config{Timeout: cfg.ServingTimeout, Edge: cfg.Edge, Balancer: bal, Keys: store != nil, Upstream: up, Flow: fc, KeepAlive: cfg.KeepAlive}, log, reg)
+	px := proxy.New(routes, proxy.Config{Timeout: cfg.ServingTimeout, Edge: cfg.Edge, Balancer: bal, Keys: store != nil, Upstream: up, Flow: fc, KeepAlive: cfg.KeepAlive,
+		ModelWait: cfg.ModelWait}, log, reg)
 	state := func(rt *rroutes.Route) string { return bal.Info(rt).State }
 	srv.SetReplicaState(state)
 	status := func() any { return serve.Status(routes.Load(), srv.Uptime(), state) }

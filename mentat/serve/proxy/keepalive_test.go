@@ -82,3 +82,45 @@ func TestKeepAlive(t *testing.T) {
 		})
 	}
 }
+
+// With MODEL_WAIT_S a request for a model that routed recently and does
+// not now waits for it to come back; a model never routed, or one that
+// does not come back in time, is answered at once or at the limit; with
+// keep-alives a waiting stream gets comments.
+func TestModelWait(t *testing.T) {
+	eng := newEngine(t, delayed(0, 200, false))
+	rt := newRouter(t, Config{ModelWait: 2 * time.Second, KeepAlive: 100 * time.Millisecond})
+	rt.publish(t, map[string]string{"m": eng.base()}, nil)
+	if resp := rt.post(t, "/v1/chat/completions", jsonCT, `{"model":"m"}`); resp.StatusCode != 200 {
+		t.Fatalf("while routed: %d", resp.StatusCode)
+	} else {
+		resp.Body.Close()
+	}
+	rt.publish(t, nil, map[string]string{"g-m": "endpoint probe failed: connection refused"})
+	start := time.Now()
+	if resp := rt.post(t, "/v1/chat/completions", jsonCT, `{"model":"never"}`); resp.StatusCode != 404 || time.Since(start) > 1500*time.Millisecond {
+		t.Fatalf("a model never routed: %d after %v, want 404 at once", resp.StatusCode, time.Since(start))
+	} else {
+		resp.Body.Close()
+	}
+	go func() {
+		time.Sleep(350 * time.Millisecond)
+		rt.publish(t, map[string]string{"m": eng.base()}, nil)
+	}()
+	resp := rt.post(t, "/v1/chat/completions", jsonCT, `{"model":"m","stream":true}`)
+	body := readAllString(t, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(body, ": keep-alive\n\n") || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Fatalf("waiting for the model to come back: %d %q", resp.StatusCode, body)
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Errorf("answered after %v, before the model came back", waited)
+	}
+	rt.publish(t, nil, map[string]string{"g-m": "endpoint probe failed: connection refused"})
+	start = time.Now()
+	resp = rt.post(t, "/v1/chat/completions", jsonCT, `{"model":"m"}`)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || time.Since(start) < 1900*time.Millisecond {
+		t.Errorf("a model that does not come back: %d after %v, want the refusal at the limit", resp.StatusCode, time.Since(start))
+	}
+}

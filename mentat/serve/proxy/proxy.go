@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,6 +94,10 @@ type Config struct {
 	// (in flow control, or for its engine's first byte) gets an SSE
 	// comment line every KeepAlive. Zero: none.
 	KeepAlive time.Duration
+	// ModelWait is MODEL_WAIT_S: a request for a model that routed in the
+	// last RecentlyServed but has no routable replica now waits up to
+	// this long for one to come back. Zero: answered at once.
+	ModelWait time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -135,6 +140,9 @@ type Proxy struct {
 	// fwdHeaders are the client headers an engine gets (forwarded, or
 	// forwardedKeyed with keys on).
 	fwdHeaders []string
+	// served holds, with ModelWait, when each model last routed (unix
+	// seconds, *atomic.Int64 by model name).
+	served sync.Map
 }
 
 // New returns a proxy reading routes from src. Metrics are registered on
@@ -272,13 +280,13 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 			return err
 		}
 	}
-	if err := p.route(x, f.Model, key); err != nil {
-		return err
-	}
 	if f.Stream && p.cfg.KeepAlive > 0 {
 		x.ka = newKeepAlive(w, p.cfg.KeepAlive)
 		// Stopped before the handler returns: no comment after it.
 		defer x.ka.stop()
+	}
+	if err := p.routeOrWait(r.Context(), x, f.Model, key); err != nil {
+		return err
 	}
 	if p.cfg.Flow != nil {
 		if err := p.waitTurn(w, r, x, key); err != nil {
