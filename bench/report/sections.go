@@ -38,6 +38,7 @@ func sections() []section {
 		{"scale", "Router cost vs cluster size", runScale},
 		{"enginesim", "enginesim at load", runEnginesim},
 		{"routing", "Replica routing policies", runRouting},
+		{"flow", "Flow control under saturation", runFlow},
 		{"ppocr", "Model server vs in-process ONNX Runtime", runPPOCR},
 		{"gateway", "Gateway vs Nginx vs direct to the model port", runGateway},
 		{"mortredserver", "Model-server overhead and batching", runMortredServer},

@@ -37,10 +37,10 @@ type outcome struct {
 	err        error
 }
 
-// send posts one chat completion with header values and reports its
-// outcome on out.
-func send(ctx context.Context, url, id string, header map[string]string, out chan<- outcome) {
-	body := `{"model":"` + replicaModel + `","max_tokens":10,"messages":[{"role":"user","content":"request ` + id + `"}]}`
+// send posts one chat completion of tokens tokens with header values and
+// reports its outcome on out.
+func send(ctx context.Context, url, id string, header map[string]string, tokens int, out chan<- outcome) {
+	body := `{"model":"` + replicaModel + `","ignore_eos":true,"max_tokens":` + strconv.Itoa(tokens) + `,"messages":[{"role":"user","content":"request ` + id + `"}]}`
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range header {
@@ -72,16 +72,17 @@ func TestFlowCriticalOvertakesSheddable(t *testing.T) {
 	_, r := flowRouter(t, "20ms", "FLOW_MAX_INFLIGHT=1")
 	out := make(chan outcome, 16)
 	ctx := context.Background()
-	go send(ctx, r.url, "busy", map[string]string{"X-Priority": "sheddable"}, out)
+	// Busy for about 4 s, while the others queue; they take 40 ms each.
+	go send(ctx, r.url, "busy", map[string]string{"X-Priority": "sheddable"}, 200, out)
 	eventually(t, "the first request to be in flight", func() bool {
 		return sum(r.metrics(t), "mentat_serve_flow_dispatched_total", map[string]string{"band": "sheddable"}) == 1
 	})
 	for i := range 6 {
-		go send(ctx, r.url, "s"+strconv.Itoa(i), map[string]string{"X-Priority": "sheddable"}, out)
+		go send(ctx, r.url, "s"+strconv.Itoa(i), map[string]string{"X-Priority": "sheddable"}, 2, out)
 		r.waitQueued(t, "sheddable", i+1)
 	}
 	for i := range 2 {
-		go send(ctx, r.url, "c"+strconv.Itoa(i), map[string]string{"X-Priority": "critical"}, out)
+		go send(ctx, r.url, "c"+strconv.Itoa(i), map[string]string{"X-Priority": "critical"}, 2, out)
 		r.waitQueued(t, "critical", i+1)
 	}
 	var order []string
@@ -107,19 +108,21 @@ func TestFlowEqualTenantsShareEqually(t *testing.T) {
 	rs, r := flowRouter(t, "15ms", "FLOW_MAX_INFLIGHT=1")
 	out := make(chan outcome, 32)
 	ctx := context.Background()
-	go send(ctx, r.url, "first", map[string]string{"X-Tenant": "a"}, out)
+	// Busy for about 4 s, while the others queue; they take 30 ms each.
+	// A third tenant's: its 250 tokens are charged to neither a nor b.
+	go send(ctx, r.url, "first", map[string]string{"X-Tenant": "x"}, 250, out)
 	eventually(t, "the first request in flight", func() bool {
 		return sum(r.metrics(t), "mentat_serve_flow_dispatched_total", nil) == 1
 	})
 	// Tenant a asks eight times, then b eight times.
 	for i := range 8 {
-		go send(ctx, r.url, "a"+strconv.Itoa(i), map[string]string{"X-Tenant": "a"}, out)
-		r.waitQueued(t, "standard", i+1)
+		go send(ctx, r.url, "a"+strconv.Itoa(i), map[string]string{"X-Tenant": "a"}, 2, out)
 	}
+	r.waitQueued(t, "standard", 8)
 	for i := range 8 {
-		go send(ctx, r.url, "b"+strconv.Itoa(i), map[string]string{"X-Tenant": "b"}, out)
-		r.waitQueued(t, "standard", 9+i)
+		go send(ctx, r.url, "b"+strconv.Itoa(i), map[string]string{"X-Tenant": "b"}, 2, out)
 	}
+	r.waitQueued(t, "standard", 16)
 	var order []string
 	maxWaiting := 0.0
 	for range 17 {
@@ -151,19 +154,19 @@ func TestFlowEqualTenantsShareEqually(t *testing.T) {
 func TestFlowClientGoneAndTimeLimit(t *testing.T) {
 	rs, r := flowRouter(t, "100ms", "FLOW_MAX_INFLIGHT=1", "FLOW_WAIT_S_STANDARD=0.3")
 	out := make(chan outcome, 4)
-	go send(context.Background(), r.url, "busy", map[string]string{"X-Priority": "critical"}, out)
+	go send(context.Background(), r.url, "busy", map[string]string{"X-Priority": "critical"}, 10, out)
 	eventually(t, "the first request in flight", func() bool {
 		return sum(r.metrics(t), "mentat_serve_flow_dispatched_total", nil) == 1
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	go send(ctx, r.url, "gone", map[string]string{"X-Priority": "critical"}, out)
+	go send(ctx, r.url, "gone", map[string]string{"X-Priority": "critical"}, 10, out)
 	r.waitQueued(t, "critical", 1)
 	cancel()
 	if o := <-out; o.id != "gone" || o.err == nil {
 		t.Fatalf("the request whose client left: %+v", o)
 	}
 	r.waitQueued(t, "critical", 0)
-	go send(context.Background(), r.url, "late", nil, out)
+	go send(context.Background(), r.url, "late", nil, 10, out)
 	o := <-out
 	if o.id != "late" || o.code != http.StatusTooManyRequests || o.retryAfter == "" || !strings.Contains(o.body, `"code":"queue_timeout"`) {
 		t.Fatalf("past the standard band's 0.3 s: %+v", o)
@@ -189,7 +192,7 @@ func TestFlowRetryAfterWithOpenAIClients(t *testing.T) {
 	for _, c := range openaijs.Clients {
 		out := make(chan outcome, 1)
 		// Busy for about a second: 10 tokens, 100 ms apart.
-		go send(context.Background(), r.url, "busy", map[string]string{"X-Priority": "critical"}, out)
+		go send(context.Background(), r.url, "busy", map[string]string{"X-Priority": "critical"}, 10, out)
 		eventually(t, "the busy request in flight", func() bool {
 			return sum(r.metrics(t), "mentat_serve_flow_queued", nil) == 0 &&
 				engineMetric(t, r.engine, "vllm:num_requests_running") == 1
@@ -209,6 +212,95 @@ func TestFlowRetryAfterWithOpenAIClients(t *testing.T) {
 		}
 		if o := <-out; o.code != http.StatusOK {
 			t.Fatalf("the busy request: %+v", o)
+		}
+	}
+}
+
+// readStream posts a streamed chat completion and returns its body as it
+// arrived, with the time of each line.
+func readStream(t *testing.T, url string, header map[string]string) (int, []frame) {
+	t.Helper()
+	body := `{"model":"` + replicaModel + `","stream":true,"max_tokens":3,"messages":[{"role":"user","content":"stream me"}]}`
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	defer resp.Body.Close()
+	var lines []frame
+	b := make([]byte, 0, 4096)
+	buf := make([]byte, 4096)
+	for {
+		n, err := resp.Body.Read(buf)
+		b = append(b, buf[:n]...)
+		for {
+			i := strings.Index(string(b), "\n\n")
+			if i < 0 {
+				break
+			}
+			lines = append(lines, frame{data: string(b[:i]), at: time.Now()})
+			b = b[i+2:]
+		}
+		if err != nil {
+			break
+		}
+	}
+	return resp.StatusCode, lines
+}
+
+// A stream that waits in flow control's queue gets SSE comments while it
+// waits (SSE_KEEPALIVE_S), then its frames and [DONE].
+func TestFlowKeepAliveWhileQueued(t *testing.T) {
+	_, r := flowRouter(t, "100ms", "FLOW_MAX_INFLIGHT=1", "SSE_KEEPALIVE_S=0.2")
+	out := make(chan outcome, 1)
+	go send(context.Background(), r.url, "busy", nil, 10, out)
+	eventually(t, "the busy request in flight", func() bool {
+		return engineMetric(t, r.engine, "vllm:num_requests_running") == 1
+	})
+	code, lines := readStream(t, r.url, nil)
+	comments, firstData := 0, -1
+	for i, l := range lines {
+		if l.data == ": keep-alive" {
+			comments++
+			if firstData >= 0 {
+				t.Errorf("a comment after the first frame: %v", lines)
+			}
+		} else if firstData < 0 {
+			firstData = i
+		}
+	}
+	if code != 200 || comments < 2 || firstData < 0 || lines[len(lines)-1].data != "data: [DONE]" {
+		t.Fatalf("status %d, %d comments, frames %v", code, comments, lines)
+	}
+	if o := <-out; o.code != http.StatusOK {
+		t.Fatalf("the busy request: %+v", o)
+	}
+}
+
+// A model whose only engine restarts within MODEL_WAIT_S serves the
+// requests sent while it was gone.
+func TestModelRestartWithinWait(t *testing.T) {
+	rs := &replicaSet{d: startDaemon(t, "daemon")}
+	e := &engine{group: "rep-a", model: replicaModel}
+	startAgent(t, rs.d.addr, e)
+	rs.engines = append(rs.engines, e)
+	r := rs.router(t, "router", 0, "MODEL_WAIT_S=30")
+	ask(t, r.url, nil, `{"model":"`+replicaModel+`","max_tokens":2,"messages":[{"role":"user","content":"before"}]}`)
+	stop(t, e.agent)
+	eventually(t, "the model to stop routing", func() bool { return len(r.models(t)) == 0 })
+	out := make(chan outcome, 3)
+	for i := range 3 {
+		go send(context.Background(), r.url, "w"+strconv.Itoa(i), nil, 2, out)
+	}
+	time.Sleep(500 * time.Millisecond) // the requests wait for the model
+	startAgent(t, rs.d.addr, e)        // same group, same port
+	for range 3 {
+		if o := <-out; o.err != nil || o.code != http.StatusOK {
+			t.Errorf("%s sent while the engine was down: %v %d %s", o.id, o.err, o.code, o.body)
 		}
 	}
 }
