@@ -61,6 +61,10 @@ func runSections(ctx context.Context, cfg config) (string, int) {
 		want[strings.TrimSpace(k)] = true
 	}
 	start := time.Now()
+	// The commit is read now, when the binaries under test were built,
+	// not when the run ends: a checkout that moves on meanwhile must not
+	// name the report.
+	commit := gitDescribe(cfg.root)
 	loadStart := harness.LoadAvg()
 	nofile, nofileErr := harness.RaiseNoFile(65536)
 	cfg.nofile = nofile
@@ -100,7 +104,7 @@ func runSections(ctx context.Context, cfg config) (string, int) {
 	}
 	rows := [][]string{
 		{"date (UTC)", start.UTC().Format("2006-01-02 15:04")},
-		{"commit", gitDescribe(cfg.root)},
+		{"commit", commit},
 		{"CPU", fmt.Sprintf("%s × %d (nproc)", m.CPUModel, m.NProc)},
 		{"memory", m.MemTotal},
 		{"kernel", m.Kernel},
