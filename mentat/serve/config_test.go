@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	"github.com/fe64bb06/frontdoor/internal/envconf"
 	"github.com/fe64bb06/frontdoor/internal/httpx"
 	"github.com/fe64bb06/frontdoor/mentat/serve/balance"
+	"github.com/fe64bb06/frontdoor/mentat/serve/flow"
 )
 
 func TestLoadConfigDefaults(t *testing.T) {
@@ -27,10 +29,45 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Edge: httpx.Limits{ReadHeaderTimeout: 10 * time.Second, BodyTimeout: 60 * time.Second, IdleTimeout: 90 * time.Second,
 			WriteTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConns: 4096},
 		Routing: balance.Config{Policy: balance.Prefix, Threshold: 8, SessionHeader: "X-Session-ID",
-			ScrapeInterval: time.Second, ScrapeTimeout: 3 * time.Second},
+			ScrapeInterval: time.Second, ScrapeTimeout: 3 * time.Second, SaturatedKV: 0.95},
+		FlowLimits: flow.Config{MaxWait: flow.DefaultMaxWait, MaxQueue: flow.DefaultMaxQueue, MaxTotal: flow.DefaultMaxTotal},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults\n got %+v\nwant %+v", c, want)
+	}
+}
+
+// TestLoadConfigFlow: flow control's variables, and the bad values that
+// fall back to their defaults.
+func TestLoadConfigFlow(t *testing.T) {
+	var warned []string
+	env := envconf.Map(map[string]string{
+		"FLOW_CONTROL": "on", "FLOW_MAX_INFLIGHT": "6", "FLOW_KV_THRESHOLD": "0.8",
+		"FLOW_WAIT_S_CRITICAL": "90", "FLOW_WAIT_S_STANDARD": "2.5", "FLOW_WAIT_S_SHEDDABLE": "-1",
+		"FLOW_QUEUE_CRITICAL": "5", "FLOW_QUEUE_STANDARD": "x", "FLOW_QUEUE_SHEDDABLE": "7", "FLOW_QUEUE_TOTAL": "9",
+		"SSE_KEEPALIVE_S": "15", "MODEL_WAIT_S": "20",
+	})
+	env.Warn = func(name, _, _ string) { warned = append(warned, name) }
+	c, err := LoadConfig(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := flow.Config{MaxWait: [flow.NumBands]time.Duration{90 * time.Second, 2500 * time.Millisecond, flow.DefaultMaxWait[flow.Sheddable]},
+		MaxQueue: [flow.NumBands]int{5, flow.DefaultMaxQueue[flow.Standard], 7}, MaxTotal: 9}
+	if !c.Flow || c.FlowLimits != want || c.Routing.MaxInflight != 6 || c.Routing.SaturatedKV != 0.8 ||
+		c.KeepAlive != 15*time.Second || c.ModelWait != 20*time.Second {
+		t.Errorf("flow config %+v %+v %v %v %v %v", c.Flow, c.FlowLimits, c.Routing.MaxInflight, c.Routing.SaturatedKV, c.KeepAlive, c.ModelWait)
+	}
+	if fmt.Sprint(warned) != "[FLOW_QUEUE_STANDARD FLOW_WAIT_S_SHEDDABLE]" {
+		t.Errorf("warned about %v", warned)
+	}
+	for _, v := range []string{"maybe", "2"} {
+		var w []string
+		e := envconf.Map(map[string]string{"FLOW_CONTROL": v, "FLOW_KV_THRESHOLD": "1.5"})
+		e.Warn = func(name, _, _ string) { w = append(w, name) }
+		if c, _ := LoadConfig(e); c.Flow || c.Routing.SaturatedKV != balance.KVFull || len(w) != 2 {
+			t.Errorf("FLOW_CONTROL=%s: on %v, kv %v, warned %v", v, c.Flow, c.Routing.SaturatedKV, w)
+		}
 	}
 }
 
