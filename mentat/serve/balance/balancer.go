@@ -32,6 +32,8 @@ type replicaState struct {
 	// not seen queueing).
 	ended   atomic.Int64
 	learned atomic.Int64
+	// grown is when the learned capacity was last raised (unix ns).
+	grown atomic.Int64
 	// refused is when the replica last refused a connection (unix
 	// nanoseconds), 0 when it has not since its last good probe.
 	refused atomic.Int64
@@ -444,10 +446,13 @@ func (b *Balancer) Refuse(model string, rt *routes.Route) {
 
 // Observe records an engine's load for group, and learns its capacity
 // for Free: the running count while it queues; and, once learned, an
-// eighth more (at least one) each time the engine runs that many with
-// nobody waiting and room in its KV cache, so a capacity first seen low
-// (a burst of long prompts) grows back to what the engine takes instead
-// of leaving it idle while requests wait in the router.
+// eighth more (at least one), at most every GrowEvery, when the engine
+// runs that many with nobody waiting and room in its KV cache, so a
+// capacity first seen low (a burst of long prompts) grows back to what
+// the engine takes instead of leaving it idle while requests wait in the
+// router. Each raise past the true capacity queues a request or two in
+// the engine, behind which the requests flow control let go wait: so it
+// is rare, not every scrape.
 func (b *Balancer) Observe(group string, l EngineLoad) {
 	st := b.replica(group)
 	if run := int64(l.Running); l.OK && run > 0 {
@@ -455,12 +460,17 @@ func (b *Balancer) Observe(group string, l EngineLoad) {
 		switch {
 		case l.Waiting > 0:
 			st.learned.Store(run)
-		case learned > 0 && run >= learned && !(l.HasKV && l.KV >= b.cfg.SaturatedKV):
+		case learned > 0 && run >= learned && !(l.HasKV && l.KV >= b.cfg.SaturatedKV) &&
+			l.At.UnixNano()-st.grown.Load() >= int64(GrowEvery):
 			st.learned.Store(run + max(1, run/8))
+			st.grown.Store(l.At.UnixNano())
 		}
 	}
 	st.load.Store(&l)
 }
+
+// GrowEvery is how often a learned capacity may be raised.
+const GrowEvery = 5 * time.Second
 
 // Capacity is the engine's capacity as learned for group (0: not seen
 // queueing yet).
