@@ -28,12 +28,16 @@ type Balancer struct {
 type replicaState struct {
 	inflight atomic.Int64
 	// ended counts the router's requests to the replica that ended;
-	// learned is the engine's capacity as last seen when it queued (0:
+	// learned is the engine's capacity as seen when it queued (0:
 	// not seen queueing).
 	ended   atomic.Int64
 	learned atomic.Int64
 	// grown is when the learned capacity was last raised (unix ns).
 	grown atomic.Int64
+	// queuedAt is the running counts of the last scrapes that found the
+	// engine queueing (Observe's alone: one goroutine per group).
+	queuedAt [learnWindow]int64
+	queuedN  int
 	// refused is when the replica last refused a connection (unix
 	// nanoseconds), 0 when it has not since its last good probe.
 	refused atomic.Int64
@@ -445,7 +449,8 @@ func (b *Balancer) Refuse(model string, rt *routes.Route) {
 }
 
 // Observe records an engine's load for group, and learns its capacity
-// for Free: the running count while it queues; and, once learned, an
+// for Free: the most it ran over the last learnWindow scrapes that found
+// it queueing; and, once learned, an
 // eighth more (at least one), at most every GrowEvery, when the engine
 // runs that many with nobody waiting and room in its KV cache, so a
 // capacity first seen low (a burst of long prompts) grows back to what
@@ -459,7 +464,17 @@ func (b *Balancer) Observe(group string, l EngineLoad) {
 		learned := st.learned.Load()
 		switch {
 		case l.Waiting > 0:
-			st.learned.Store(run)
+			// The most it ran while queueing, over the last few such
+			// scrapes: a scrape that falls between a request's end and
+			// the next's start sees one slot free and a queue, and must
+			// not shrink the capacity by it.
+			st.queuedAt[st.queuedN%learnWindow] = run
+			st.queuedN++
+			most := run
+			for _, v := range st.queuedAt[:min(st.queuedN, learnWindow)] {
+				most = max(most, v)
+			}
+			st.learned.Store(most)
 		case learned > 0 && run >= learned && !(l.HasKV && l.KV >= b.cfg.SaturatedKV) &&
 			l.At.UnixNano()-st.grown.Load() >= int64(GrowEvery):
 			st.learned.Store(run + max(1, run/8))
@@ -471,6 +486,10 @@ func (b *Balancer) Observe(group string, l EngineLoad) {
 
 // GrowEvery is how often a learned capacity may be raised.
 const GrowEvery = 5 * time.Second
+
+// learnWindow is how many queueing scrapes the learned capacity is the
+// most of.
+const learnWindow = 8
 
 // Capacity is the engine's capacity as learned for group (0: not seen
 // queueing yet).

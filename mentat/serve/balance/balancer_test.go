@@ -601,6 +601,12 @@ func TestFree(t *testing.T) {
 	if f.b.Capacity(a.Group) != 8 || f.b.Capacity(b.Group) != 2 {
 		t.Fatalf("learned %d and %d, want 8 and 2", f.b.Capacity(a.Group), f.b.Capacity(b.Group))
 	}
+	// A scrape between one request's end and the next one's start sees a
+	// slot free beside the queue: the capacity stays.
+	f.b.Observe(a.Group, EngineLoad{Running: 7, Waiting: 2, At: f.now, OK: true})
+	if got := f.b.Capacity(a.Group); got != 8 {
+		t.Fatalf("capacity after a scrape between two requests: %d, want 8", got)
+	}
 	// a drains to 5 of other clients' requests, 1 of the router's: 2 free.
 	tk := f.b.Start(Request{Model: "m"}, a, Load, 0)
 	f.b.Observe(a.Group, EngineLoad{Running: 6, At: f.now, OK: true, Own: 1, Ended: f.b.replica(a.Group).ended.Load()})
