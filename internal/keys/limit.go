@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/httpx"
 )
 
 // bucket is a per-minute budget refilled continuously: full at limit,
@@ -323,9 +325,7 @@ func (r *Rejection) SetHeaders(h http.Header) {
 	case http.StatusUnauthorized:
 		h.Set("WWW-Authenticate", `Bearer realm="`+r.realm+`"`)
 	case http.StatusTooManyRequests:
-		ms := (r.RetryAfter + time.Millisecond - 1) / time.Millisecond
-		h.Set("Retry-After", strconv.FormatInt(max(1, int64((r.RetryAfter+time.Second-1)/time.Second)), 10))
-		h.Set("Retry-After-Ms", strconv.FormatInt(max(1, int64(ms)), 10))
+		httpx.SetRetryAfter(h, r.RetryAfter)
 		if r.limits != nil && r.Key != nil {
 			r.limits.set(h)
 		}

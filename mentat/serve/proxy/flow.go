@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
-	"time"
 
+	"github.com/fe64bb06/frontdoor/internal/httpx"
 	"github.com/fe64bb06/frontdoor/internal/keys"
 	"github.com/fe64bb06/frontdoor/mentat/serve/flow"
 )
@@ -38,9 +37,7 @@ func (p *Proxy) waitTurn(w http.ResponseWriter, r *http.Request, x *exchange, k 
 	var ref *flow.Refusal
 	switch {
 	case errors.As(err, &ref):
-		h := w.Header()
-		h.Set("Retry-After", strconv.FormatInt(int64((ref.RetryAfter+time.Second-1)/time.Second), 10))
-		h.Set("Retry-After-Ms", strconv.FormatInt(int64((ref.RetryAfter+time.Millisecond-1)/time.Millisecond), 10))
+		httpx.SetRetryAfter(w.Header(), ref.RetryAfter)
 		return &Error{Status: http.StatusTooManyRequests, Type: typeRequests, Code: ref.Reason, Message: ref.Message}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return errClientGone
