@@ -17,6 +17,11 @@ func Run(ctx context.Context, interval time.Duration, sample func(ctx context.Co
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			// A select with both cases ready picks one at random, so a
+			// tick that raced the cancel must not sample again.
+			if ctx.Err() != nil {
+				return
+			}
 		}
 	}
 }
