@@ -212,7 +212,14 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 					best = i
 				}
 			}
-			if best >= 0 {
+			home := -1
+			if best < 0 || !longMatch(cs[best].depth, len(req.Keys)) {
+				home = b.home(cs, req.Keys)
+			}
+			switch {
+			case home >= 0:
+				pick, reason = home, Home
+			case best >= 0:
 				pick, reason = b.affinity(cs, best, len(req.Keys))
 			}
 		}
@@ -273,7 +280,7 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 // chosen for its load.
 func (b *Balancer) affinity(cs []cand, best, n int) (int, Reason) {
 	least := &cs[0]
-	long := func(blocks int) bool { return float64(blocks) >= MinAffinityShare*float64(n) }
+	long := func(blocks int) bool { return longMatch(blocks, n) }
 	switch {
 	case best == 0 && long(least.depth):
 		return 0, Affinity
@@ -287,6 +294,32 @@ func (b *Balancer) affinity(cs []cand, best, n int) (int, Reason) {
 		return 0, Fallback
 	}
 	return 0, Load
+}
+
+// longMatch reports whether blocks of an n-block prompt are enough for
+// affinity to carry load (MinAffinityShare).
+func longMatch(blocks, n int) bool { return float64(blocks) >= MinAffinityShare*float64(n) }
+
+// home is the replica a prompt that is new to this router goes to, or -1:
+// the first by a rendezvous hash of its anchor block that is no less
+// available than the least-loaded replica and carries at most HomeSlack
+// more. Routers share no index, but they hash alike, so each router's
+// first request of a prefix (and so every later one, which follows the
+// index) lands on the same replica as the other routers' did, and the
+// engines do not each cache it once per router. Past the slack the
+// prompt goes by load as before: a busy home is not worth a queue.
+func (b *Balancer) home(cs []cand, keys []uint64) int {
+	anchor := keys[min(len(keys), AnchorBlocks)-1]
+	h, hv := -1, uint64(0)
+	for i := range cs {
+		if v := hrw(anchor, cs[i].rt.Group); h < 0 || v > hv {
+			h, hv = i, v
+		}
+	}
+	if !b.within(&cs[h], &cs[0], HomeSlack) {
+		return -1
+	}
+	return h
 }
 
 // within reports whether c may take a request it is preferred for: it is

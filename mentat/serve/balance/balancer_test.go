@@ -3,6 +3,7 @@ package balance
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -86,10 +87,14 @@ func TestDistinctPromptsSpread(t *testing.T) {
 			for i := range 400 {
 				d, tk := f.send(Request{Keys: keys(fmt.Sprintf("user: question number %d about something else", i))})
 				count[d.Order[0].Group]++
-				if d.Reason != Load {
-					t.Fatalf("request %d: reason %s, want load (nothing shared)", i, d.Reason)
+				want := Load
+				if p == Prefix {
+					want = Home // new to the router: its rendezvous replica
 				}
-				tk.End() // idle again: only the tie-break spreads them
+				if d.Reason != want {
+					t.Fatalf("request %d: reason %s, want %s (nothing shared)", i, d.Reason, want)
+				}
+				tk.End() // idle again: only the hash spreads them
 			}
 			for _, rt := range f.reps {
 				if c := count[rt.Group]; c < 50 {
@@ -494,63 +499,116 @@ func TestConcurrentUse(t *testing.T) {
 	}
 }
 
-// With nothing worth following, prefix must choose as least-loaded does,
-// tie-breaks included: the same requests, starts, ends and engine numbers
-// fed to both give the same replica every time. The prompts share
-// nothing, or share only a common header (a chat template and a short
-// system prompt, one block, ahead of text of their own), which may break
-// a tie in load but no more; after the first few requests every replica
-// holds it, and it breaks none.
-func TestPrefixWithoutAffinityChoosesAsLeastLoaded(t *testing.T) {
+// Prompts that share nothing, or only a common header (a chat template
+// and a short system prompt, one block, ahead of text of their own), are
+// new to the router: each goes to its home replica unless that carries
+// more than HomeSlack above the least loaded, so the prefix policy never
+// strays further than that from what least-loaded would choose.
+func TestPrefixWithoutAffinityStaysNearLeastLoaded(t *testing.T) {
 	header := "system" + strings.Repeat(" you are a helpful assistant.", 10) // one block and a bit
 	for _, tc := range []struct{ name, header string }{{"nothing shared", ""}, {"common header", header}} {
 		t.Run(tc.name, func(t *testing.T) {
-			px, ll := newFixture(t, Prefix, 4), newFixture(t, LeastLoaded, 4)
-			var open [2][]*Ticket
+			f := newFixture(t, Prefix, 4)
+			var open []*Ticket
+			reasons := map[Reason]int{}
 			for i := range 400 {
-				req := Request{Keys: keys(tc.header + fmt.Sprintf("user %d: %s", i, strings.Repeat(fmt.Sprint(" words of prompt ", i), 60)))}
-				dp, tp := px.send(req)
-				dl, tl := ll.send(req)
-				if dp.Order[0].Group != dl.Order[0].Group {
-					t.Fatalf("request %d: prefix chose %s (%s, %d blocks matched), least-loaded %s", i, dp.Order[0].Group, dp.Reason, dp.Matched, dl.Order[0].Group)
+				req := Request{Model: "m", Keys: keys(tc.header + fmt.Sprintf("user %d: %s", i, strings.Repeat(fmt.Sprint(" words of prompt ", i), 60)))}
+				least := math.Inf(1)
+				for _, rt := range f.reps {
+					least = min(least, f.b.Info(rt).Load)
 				}
-				open[0], open[1] = append(open[0], tp), append(open[1], tl)
+				d := f.b.Choose(f.reps, req)
+				if got := f.b.Info(d.Order[0]).Load; got > least+HomeSlack {
+					t.Fatalf("request %d went to %s with load %v, least %v: more than HomeSlack (%d) above", i, d.Order[0].Group, got, least, HomeSlack)
+				}
+				reasons[d.Reason]++
+				open = append(open, f.b.Start(req, d.Order[0], d.Reason, d.Matched))
 				// Requests end out of order, some stay in flight, and
 				// the engines report other clients' work now and then.
 				if i%3 == 2 {
-					k := (i * 7) % len(open[0])
-					open[0][k].End()
-					open[1][k].End()
+					open[(i*7)%len(open)].End()
 				}
 				if i%50 == 49 {
-					for j, rt := range px.reps {
-						l := EngineLoad{Running: float64((i + j) % 5), Waiting: float64(j % 2), At: px.now, OK: true}
-						px.b.Observe(rt.Group, l)
-						ll.b.Observe(rt.Group, l)
+					for j, rt := range f.reps {
+						f.b.Observe(rt.Group, EngineLoad{Running: float64((i + j) % 5), Waiting: float64(j % 2), At: f.now, OK: true})
 					}
 				}
+			}
+			if reasons[Home] == 0 || reasons[Load] == 0 || reasons[Affinity]+reasons[Fallback] != 0 {
+				t.Errorf("reasons %v: want home while the home replica is near the least loaded, load past it, and no affinity", reasons)
 			}
 		})
 	}
 }
 
 // A common header gives no replica a claim: concurrent requests that
-// share only it spread as evenly as distinct ones.
+// share only it spread over the replicas, none more than HomeSlack+1
+// ahead of another.
 func TestCommonHeaderSpreads(t *testing.T) {
 	f := newFixture(t, Prefix, 4)
 	header := "system" + strings.Repeat(" you are a helpful assistant.", 20)
 	count := map[string]int{}
-	for i := range 12 {
+	for i := range 40 {
 		d, _ := f.send(Request{Keys: keys(header + fmt.Sprintf("user %d: ", i) + strings.Repeat("a question of its own. ", 60))}) // never ended
 		count[d.Order[0].Group]++
-		if d.Reason != Load {
-			t.Errorf("request %d: reason %s, want load (a shared header is no affinity)", i, d.Reason)
+		if d.Reason != Home && d.Reason != Load {
+			t.Errorf("request %d: reason %s, want home or load (a shared header is no affinity)", i, d.Reason)
 		}
 	}
+	lo, hi := 40, 0
 	for _, rt := range f.reps {
-		if count[rt.Group] != 3 {
-			t.Fatalf("12 concurrent requests sharing only a header over 4 replicas: %v, want 3 each", count)
+		lo, hi = min(lo, count[rt.Group]), max(hi, count[rt.Group])
+	}
+	if hi-lo > HomeSlack+1 {
+		t.Fatalf("40 concurrent requests sharing only a header over 4 replicas: %v, want none more than %d ahead", count, HomeSlack+1)
+	}
+}
+
+// Routers share no index, yet two routers whose load figures differ a
+// little (each counts its own requests live, the other's only from the
+// engines' scrapes) send the first request of each new prefix to the
+// same replica, and then follow their own indexes there, so each
+// prefix is cached once, not once per router. A home past the slack is
+// passed over for the least loaded.
+func TestRoutersAgreeOnNewPrefixes(t *testing.T) {
+	a, b := newFixture(t, Prefix, 4), newFixture(t, Prefix, 4)
+	// a carries two requests of its own, b one: their load figures
+	// differ, by less than HomeSlack.
+	a.send(Request{})
+	a.send(Request{})
+	b.send(Request{})
+	homes := map[string]int{}
+	for tenant := range 40 {
+		system := fmt.Sprintf("tenant %d: ", tenant) + strings.Repeat(fmt.Sprintf("the policies and documents of tenant %d. ", tenant), 80)
+		da := a.b.Choose(a.reps, Request{Model: "m", Keys: keys(system + "user: first question")})
+		db := b.b.Choose(b.reps, Request{Model: "m", Keys: keys(system + "user: another question")})
+		if da.Order[0].Group != db.Order[0].Group || da.Reason != Home || db.Reason != Home {
+			t.Fatalf("tenant %d: router a chose %s (%s), router b %s (%s); want the same home replica", tenant, da.Order[0].Group, da.Reason, db.Order[0].Group, db.Reason)
 		}
+		homes[da.Order[0].Group]++
+		// Both start and end it; the next request of the tenant on each
+		// router follows its own index to the same replica.
+		a.b.Start(Request{Model: "m", Keys: keys(system + "user: first question")}, da.Order[0], da.Reason, da.Matched).End()
+		b.b.Start(Request{Model: "m", Keys: keys(system + "user: another question")}, db.Order[0], db.Reason, db.Matched).End()
+		na := a.b.Choose(a.reps, Request{Model: "m", Keys: keys(system + "user: third")})
+		nb := b.b.Choose(b.reps, Request{Model: "m", Keys: keys(system + "user: fourth")})
+		if na.Order[0].Group != da.Order[0].Group || nb.Order[0].Group != da.Order[0].Group || na.Reason != Affinity || nb.Reason != Affinity {
+			t.Fatalf("tenant %d again: a %s (%s), b %s (%s); want %s by affinity on both", tenant, na.Order[0].Group, na.Reason, nb.Order[0].Group, nb.Reason, da.Order[0].Group)
+		}
+	}
+	if len(homes) != 4 {
+		t.Errorf("40 tenants' homes: %v, want all 4 replicas used", homes)
+	}
+
+	// A home more than HomeSlack above the least loaded is passed over.
+	f := newFixture(t, Prefix, 2)
+	system := strings.Repeat("a long document nobody sent before. ", 80)
+	home := f.b.Choose(f.reps, Request{Model: "m", Keys: keys(system)}).Order[0]
+	for range HomeSlack + 1 {
+		f.b.Start(Request{Model: "m"}, home, Load, 0)
+	}
+	if d := f.b.Choose(f.reps, Request{Model: "m", Keys: keys(system)}); d.Order[0] == home || d.Reason != Load {
+		t.Errorf("home %s carrying %d more: chose %s (%s), want the other replica by load", home.Group, HomeSlack+1, d.Order[0].Group, d.Reason)
 	}
 }
 

@@ -25,7 +25,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mentat_serve_routing_decisions_total",
-			Help: "Requests sent to a replica, by model, replica (group) and reason: affinity (prefix or session), load, fallback (the preferred replica was over the threshold), refused (an earlier replica refused the connection), order (first, round-robin).",
+			Help: "Requests sent to a replica, by model, replica (group) and reason: affinity (prefix or session), load, fallback (the preferred replica was over the threshold), refused (an earlier replica refused the connection), order (first, round-robin), home (a prompt new to the router went to its rendezvous replica).",
 		}, []string{"model", "replica", "reason"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mentat_serve_routing_refusals_total",

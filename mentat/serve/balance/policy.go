@@ -23,7 +23,9 @@ const (
 	// Prefix prefers the replica that saw the longest leading part of the
 	// prompt, as long as its load stays within Threshold of the least
 	// loaded replica and the match is at least MinAffinityShare of the
-	// prompt; past that, or with no such match, it picks by load.
+	// prompt. A prompt with no such match goes to its home replica
+	// (a rendezvous hash, the same on every router) while that is within
+	// HomeSlack of the least loaded; past both, it picks by load.
 	Prefix Policy = "prefix"
 	// LeastLoaded picks the replica with the lowest load.
 	LeastLoaded Policy = "least-loaded"
@@ -75,6 +77,10 @@ const (
 	Refused Reason = "refused"
 	// Order: the policy's fixed order chose it (first, round-robin).
 	Order Reason = "order"
+	// Home: the prompt was new to the router (no replica held more than
+	// a short lead of it), so it went to its rendezvous replica, which
+	// every router picks alike (Balancer.home).
+	Home Reason = "home"
 )
 
 // Defaults for Config.
@@ -94,6 +100,18 @@ const (
 	// hold beyond the least-loaded replica's for the prefix policy to
 	// let it carry up to Threshold more load (see Balancer.affinity).
 	MinAffinityShare = 0.5
+	// AnchorBlocks is how deep into a prompt the block that picks its
+	// home replica lies (the last block, for a shorter prompt): 2 KiB,
+	// past a chat template's opening words, so prompts that share only
+	// those do not share a home, while prompts sharing a longer
+	// document or system prompt do.
+	AnchorBlocks = 8
+	// HomeSlack is how many requests more than the least-loaded replica
+	// a prompt's home replica may carry and still take a prompt new to
+	// the router: small, since the prompt may never come again, but
+	// enough that routers whose load figures differ by their scrapes'
+	// age still agree.
+	HomeSlack = 2
 	// KVFull is the KV-cache usage from which an engine counts Threshold
 	// requests heavier: new work there queues or preempts.
 	KVFull = 0.95
