@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -166,6 +167,21 @@ func (rec *recorder) start(t *testing.T, port, enginePort int) {
 		rec.mu.Lock()
 		rec.seen = append(rec.seen, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
 		rec.mu.Unlock()
+		// The body is read into memory first, as the router itself does
+		// (httpx.ReadBody). Relayed as the server's body, it would be the
+		// Transport's to finish writing while net/http's HTTP/1 server
+		// drains and closes it as soon as the engine's answer head goes
+		// out (golang/go#15527, #40747): enginesim sends a stream's head
+		// at once, and if the Transport's last read of the body (checking
+		// it is no longer than its Content-Length) comes after that, it
+		// fails ("invalid Read on closed Body") and the Transport closes
+		// the engine connection under the stream it is relaying.
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		rp.ServeHTTP(w, r)
 	})}
 	go srv.Serve(ln)
