@@ -186,9 +186,10 @@ func (e *Endpoint) Close() error {
 	return nil
 }
 
-// middleware answers tools/list only once groups that just appeared had
-// their first chance to answer, and answers a tools/call for a name that
-// is not (or no longer) in the merged set with a tool error that says why,
+// middleware answers tools/list, and a tools/call of a name it does not
+// know, only once groups that just appeared had their first chance to
+// answer, and answers a tools/call for a name that is not (or no longer)
+// in the merged set with a tool error that says why,
 // instead of the SDK's bare "unknown tool" protocol error. With a key it
 // keeps both to the key's scope (scope.go).
 func (e *Endpoint) middleware(next sdk.MethodHandler) sdk.MethodHandler {
@@ -206,6 +207,11 @@ func (e *Endpoint) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 			call, ok := req.(*sdk.CallToolRequest)
 			if !ok || call.Params == nil {
 				break
+			}
+			if _, known := e.table.Load().lookup(call.Params.Name); !known && !isNative(call.Params.Name) {
+				// A router that just started may not have asked its
+				// groups yet.
+				e.awaitFirstAnswers(ctx)
 			}
 			k := e.requestKey(ctx, req)
 			if !e.toolInScope(k, e.src.Load(), call.Params.Name) {

@@ -424,3 +424,16 @@ func TestHangingUpstreamDoesNotBlockList(t *testing.T) {
 		t.Fatalf("alpha beside a wedged group = %v %q", err, resultText(res))
 	}
 }
+
+// TestCallWaitsForFirstAnswers: a tools/call on a router that has not
+// asked its groups yet (it just started) waits for their first answers,
+// as tools/list does, instead of calling the tool unknown.
+func TestCallWaitsForFirstAnswers(t *testing.T) {
+	a := newUpstream(t, "alpha")
+	r := newRouter(t, Config{}, group("alpha", a.URL, true))
+	cs := connect(t, r.URL, clientOpts{version: legacy})
+	res, err := cs.CallTool(ctxT(t), &sdk.CallToolParams{Name: "alpha__engine_status"})
+	if err != nil || res.IsError || resultText(res) != "engine alpha running" {
+		t.Fatalf("first call: %v %q", err, resultText(res))
+	}
+}
