@@ -322,16 +322,23 @@ func TestSessions(t *testing.T) {
 	if resp := post(id, "", ping); resp.StatusCode != http.StatusOK {
 		t.Fatalf("ping in session: %d", resp.StatusCode)
 	}
-	// An idle session is reaped.
-	eventually(t, "the idle session reaped", func() bool {
-		n := 0
-		for range r.server.Sessions() {
-			n++
+	sessions := func() (ids []string) {
+		for ss := range r.server.Sessions() {
+			ids = append(ids, ss.ID())
 		}
-		return n == 0
-	})
-	if resp := post(id, "", ping); resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("reaped session: %d, want 404", resp.StatusCode)
+		return ids
+	}
+	if local := sessions(); len(local) != 1 || local[0] == id {
+		t.Fatalf("local sessions %v: the client must hold a sealed id, never the SDK's", local)
+	}
+	// An idle session's local copy is reaped; the session goes on: its
+	// next request rebuilds the copy.
+	eventually(t, "the idle session reaped", func() bool { return len(sessions()) == 0 })
+	if resp := post(id, "", ping); resp.StatusCode != http.StatusOK {
+		t.Fatalf("reaped session: %d, want 200 (rebuilt)", resp.StatusCode)
+	}
+	if n := len(sessions()); n != 1 {
+		t.Fatalf("%d local sessions after the rebuild, want 1", n)
 	}
 }
 
