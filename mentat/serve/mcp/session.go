@@ -371,6 +371,9 @@ func (e *Endpoint) sessionLayer(next http.Handler) http.Handler {
 			http.Error(w, "cannot resume the MCP session on this router: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
+		// Busy, the local copy is not evicted; the SDK's idle timer may
+		// still close it in the instant before the SDK looks it up, and
+		// the SDK then answers 404 (the client starts a new session).
 		defer e.sessions.release(ls)
 		r = r.Clone(r.Context())
 		r.Header.Set(sessionIDHeader, ls.id)

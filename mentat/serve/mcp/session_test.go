@@ -299,6 +299,28 @@ func TestSessionContinuesOnAnotherRouter(t *testing.T) {
 	}
 }
 
+// A DELETE on a router that holds no copy of the session ends it there
+// all the same; the router that opened it still serves it.
+func TestDeleteWithoutLocalCopy(t *testing.T) {
+	c := newCluster(t, Config{}, nil)
+	id := openRaw(t, c.a.URL, "")
+	if code, _, body := rawRequest(t, http.MethodDelete, c.b.URL, id, "", ""); code != http.StatusNoContent {
+		t.Fatalf("DELETE on B: %d %s", code, body)
+	}
+	if code, _, _ := rawRequest(t, http.MethodPost, c.b.URL, id, "", rawList); code != http.StatusNotFound {
+		t.Fatalf("B after its DELETE: %d", code)
+	}
+	if code, _, _ := rawRequest(t, http.MethodGet, c.b.URL, id, "", ""); code != http.StatusNotFound {
+		t.Fatalf("GET on B after its DELETE: %d", code)
+	}
+	if n := len(localSessions(c.b)); n != 0 {
+		t.Fatalf("B made %d sessions for a DELETE", n)
+	}
+	if code, _, _ := rawRequest(t, http.MethodPost, c.a.URL, id, "", rawList); code != http.StatusOK {
+		t.Fatalf("A after B's DELETE: %d", code)
+	}
+}
+
 // Every request goes to the other router than the one before.
 func TestSessionAlternatingRouters(t *testing.T) {
 	c := newCluster(t, Config{}, nil)
