@@ -17,6 +17,7 @@ require (
 	github.com/segmentio/asm v1.1.3
 	github.com/yalue/onnxruntime_go v1.27.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/crypto v0.59.0
 	golang.org/x/image v0.48.0
 )
 

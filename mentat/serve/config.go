@@ -32,6 +32,7 @@ const (
 	DefaultServingTimeout = 1800 * time.Second
 	DefaultMCPTimeout     = 180 * time.Second
 	DefaultToolsTTL       = 60 * time.Second
+	DefaultMCPSessionMax  = 24 * time.Hour
 	DefaultUniverse       = wire.DefaultUniverse
 )
 
@@ -73,6 +74,13 @@ type Config struct {
 	MCPTimeout time.Duration
 	// ToolsTTL is TOOLS_TTL_S (default 60 s).
 	ToolsTTL time.Duration
+	// MCPSessionMax is MCP_SESSION_MAX_S (default 86400 s): the absolute
+	// lifetime of a 2025-era MCP session from its initialize.
+	MCPSessionMax time.Duration
+	// SessionKeyFile is MENTAT_SESSION_KEY_FILE, the key that seals MCP
+	// session ids (read by the app, mcp.LoadSessionKeys); "" makes a
+	// random key at start, so a session continues on this router only.
+	SessionKeyFile string
 	// Edge is the listener's limits: SERVE_READ_HEADER_TIMEOUT_S,
 	// SERVE_BODY_TIMEOUT_S, SERVE_IDLE_TIMEOUT_S, SERVE_WRITE_TIMEOUT_S,
 	// SERVE_MAX_HEADER_BYTES and SERVE_MAX_CONNECTIONS (0: no cap), with
@@ -142,6 +150,7 @@ func LoadConfig(env envconf.Env) (Config, error) {
 		ServingTimeout: env.Duration("SERVING_TIMEOUT_S", DefaultServingTimeout),
 		MCPTimeout:     env.Duration("MCP_TIMEOUT_S", DefaultMCPTimeout),
 		ToolsTTL:       env.Duration("TOOLS_TTL_S", DefaultToolsTTL),
+		MCPSessionMax:  env.Duration("MCP_SESSION_MAX_S", DefaultMCPSessionMax),
 		Universe:       env.String("MENTAT_UNIVERSE", DefaultUniverse),
 	}
 	c.Edge = httpx.Limits{
@@ -207,6 +216,7 @@ func LoadConfig(env envconf.Env) (Config, error) {
 	}
 	c.KeysFile, _ = env.Value("SERVE_KEYS_FILE")
 	c.UpstreamKeysFile, _ = env.Value("SERVE_UPSTREAM_KEYS_FILE")
+	c.SessionKeyFile, _ = env.Value("MENTAT_SESSION_KEY_FILE")
 	c.CORSOrigins = env.List("SERVE_CORS_ORIGINS", nil)
 	if err := httpx.CheckOrigins(c.CORSOrigins); err != nil {
 		return Config{}, fmt.Errorf("SERVE_CORS_ORIGINS: %w", err)

@@ -26,6 +26,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		PollInterval: 10 * time.Second, ProbeInterval: 5 * time.Second, ProbeTimeout: 3 * time.Second,
 		ProbeFresh: 18 * time.Second, ProbePromote: 30 * time.Second, ServingTimeout: 1800 * time.Second,
 		MCPTimeout: 180 * time.Second, ToolsTTL: 60 * time.Second, Universe: "default",
+		MCPSessionMax: 24 * time.Hour,
 		Edge: httpx.Limits{ReadHeaderTimeout: 10 * time.Second, BodyTimeout: 60 * time.Second, IdleTimeout: 90 * time.Second,
 			WriteTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConns: 4096},
 		Routing: balance.Config{Policy: balance.Prefix, Threshold: 8, SessionHeader: "X-Session-ID",
@@ -193,6 +194,27 @@ func TestLoadConfigKeys(t *testing.T) {
 	for _, bad := range []string{"*", "https://app.example/path", "app.example"} {
 		if _, err := LoadConfig(envconf.Map(map[string]string{"SERVE_CORS_ORIGINS": bad})); err == nil || !strings.Contains(err.Error(), "SERVE_CORS_ORIGINS") {
 			t.Errorf("SERVE_CORS_ORIGINS=%s: %v", bad, err)
+		}
+	}
+}
+
+// TestLoadConfigMCPSessions: MCP_SESSION_MAX_S and MENTAT_SESSION_KEY_FILE
+// (a path; the app reads the file), and the bad values that fall back.
+func TestLoadConfigMCPSessions(t *testing.T) {
+	c, err := LoadConfig(envconf.Map(map[string]string{"MCP_SESSION_MAX_S": "3600", "MENTAT_SESSION_KEY_FILE": " /etc/mentat/session.key "}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MCPSessionMax != time.Hour || c.SessionKeyFile != "/etc/mentat/session.key" {
+		t.Fatalf("got %v %q", c.MCPSessionMax, c.SessionKeyFile)
+	}
+	for _, bad := range []string{"0", "-5", "a day"} {
+		var warned []string
+		env := envconf.Map(map[string]string{"MCP_SESSION_MAX_S": bad, "MENTAT_SESSION_KEY_FILE": ""})
+		env.Warn = func(name, _, _ string) { warned = append(warned, name) }
+		c, err := LoadConfig(env)
+		if err != nil || c.MCPSessionMax != DefaultMCPSessionMax || c.SessionKeyFile != "" || fmt.Sprint(warned) != "[MCP_SESSION_MAX_S]" {
+			t.Errorf("MCP_SESSION_MAX_S=%s: %v %q %v, warned %v", bad, c.MCPSessionMax, c.SessionKeyFile, err, warned)
 		}
 	}
 }

@@ -100,7 +100,16 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	status := func() any { return serve.Status(routes.Load(), srv.Uptime(), state) }
 	// The MCP endpoint's own origin check allows the CORS origins too, so
 	// that what CORS lets a page send, /mcp serves.
-	ep, err := mcp.New(routes, mcp.Config{ToolsTTL: cfg.ToolsTTL, CallTimeout: cfg.MCPTimeout, AllowedOrigins: cfg.CORSOrigins}, status, log)
+	// A session key file that cannot be used stops the router, like the
+	// key files; without one, sessions continue on this router only.
+	var sessionKeys [][]byte
+	if cfg.SessionKeyFile != "" {
+		if sessionKeys, err = mcp.LoadSessionKeys(cfg.SessionKeyFile, log); err != nil {
+			return nil, fmt.Errorf("MENTAT_SESSION_KEY_FILE: %w", err)
+		}
+	}
+	ep, err := mcp.New(routes, mcp.Config{ToolsTTL: cfg.ToolsTTL, CallTimeout: cfg.MCPTimeout, AllowedOrigins: cfg.CORSOrigins,
+		SessionKeys: sessionKeys, SessionMaxAge: cfg.MCPSessionMax}, status, log)
 	if err != nil {
 		return nil, err
 	}

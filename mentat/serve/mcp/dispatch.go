@@ -27,19 +27,21 @@ type dispatcher struct {
 	stateful, stateless http.Handler
 }
 
-func newDispatcher(server *sdk.Server, sessionTimeout time.Duration, logger *slog.Logger) *dispatcher {
+// newSDKHandlers makes the SDK's two handlers of server: stateful, whose
+// sessions are closed after sessionTimeout without a request, and
+// stateless.
+func newSDKHandlers(server *sdk.Server, sessionTimeout time.Duration, logger *slog.Logger) (stateful, stateless http.Handler) {
 	get := func(*http.Request) *sdk.Server { return server }
-	return &dispatcher{
-		stateful: sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
-			SessionTimeout: sessionTimeout,
-			Logger:         logger,
-		}),
-		stateless: sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
-			Stateless:                    true,
-			PropagateRequestCancellation: true,
-			Logger:                       logger,
-		}),
-	}
+	stateful = sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
+		SessionTimeout: sessionTimeout,
+		Logger:         logger,
+	})
+	stateless = sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
+		Stateless:                    true,
+		PropagateRequestCancellation: true,
+		Logger:                       logger,
+	})
+	return stateful, stateless
 }
 
 func (d *dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {

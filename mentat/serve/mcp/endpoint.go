@@ -42,10 +42,26 @@ type Config struct {
 	// allowed to use the endpoint besides loopback ones and, for a router
 	// reached by IP address, its own origin. Nil allows only those.
 	AllowedOrigins []string
-	// SessionTimeout closes a 2025-era client session that has sent no
-	// request for this long (an open GET stream does not count). Default
-	// 30m. The client gets 404 on its next request and starts a new one.
+	// SessionTimeout closes this router's local copy of a 2025-era client
+	// session that has sent it no request for this long (an open GET
+	// stream does not count, and ends with it). Default 30m. The session
+	// itself goes on: its next request rebuilds the local copy.
 	SessionTimeout time.Duration
+	// SessionKeys seal and open the session ids clients hold (seal.go):
+	// the first seals, every one opens; each at least MinSessionKeyBytes
+	// (MENTAT_SESSION_KEY_FILE, read by LoadSessionKeys). Nil: New makes
+	// a random key, so a session continues on this endpoint only.
+	SessionKeys [][]byte
+	// SessionMaxAge is a session's absolute lifetime from its initialize
+	// (MCP_SESSION_MAX_S), after which its id is answered 404 on every
+	// router. An id is also refused once older than this endpoint's
+	// SessionMaxAge, whatever the router that sealed it set. Default 24h.
+	SessionMaxAge time.Duration
+	// MaxSessions bounds the local sessions this endpoint holds. A new
+	// one past it evicts the least recently used idle one (rebuilt on its
+	// next request); when every one is in use, it is refused. Default
+	// 10000 (more than the router's default connection cap).
+	MaxSessions int
 	// ConnectTimeout bounds connecting to one upstream (the MCP handshake).
 	// Default 10s, capped at CallTimeout.
 	ConnectTimeout time.Duration
@@ -67,6 +83,8 @@ const (
 	DefaultToolsTTL       = 60 * time.Second
 	DefaultCallTimeout    = 180 * time.Second
 	DefaultSessionTimeout = 30 * time.Minute
+	DefaultSessionMaxAge  = 24 * time.Hour
+	DefaultMaxSessions    = 10000
 	DefaultConnectTimeout = 10 * time.Second
 	DefaultRetryInterval  = time.Second
 	DefaultSnapshotPoll   = 500 * time.Millisecond
@@ -86,6 +104,10 @@ func (c Config) withDefaults() Config {
 	set(&c.RetryInterval, DefaultRetryInterval)
 	set(&c.SnapshotPoll, DefaultSnapshotPoll)
 	set(&c.ListWait, DefaultListWait)
+	set(&c.SessionMaxAge, DefaultSessionMaxAge)
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = DefaultMaxSessions
+	}
 	c.ConnectTimeout = min(c.ConnectTimeout, c.CallTimeout)
 	c.RetryInterval = min(c.RetryInterval, c.ToolsTTL)
 	return c
@@ -99,9 +121,12 @@ type Endpoint struct {
 	status  func() any
 	origins *originPolicy
 
-	server  *sdk.Server
-	handler http.Handler
-	pool    *pool
+	server *sdk.Server
+	// stateful is the SDK's stateful handler, behind the session layer
+	// (session.go), which also rebuilds sessions through it.
+	stateful http.Handler
+	handler  http.Handler
+	pool     *pool
 
 	// table resolves merged names; replaced whole by the refresh loop.
 	table atomic.Pointer[nameTable]
@@ -113,8 +138,10 @@ type Endpoint struct {
 	staleMu sync.Mutex
 	stale   map[string]bool
 
-	// sessions binds each session to the key that opened it (scope.go).
-	sessions sessionKeys
+	// sealer seals and opens the session ids clients hold (seal.go).
+	sealer *sealer
+	// sessions maps them to local sessions (session.go).
+	sessions *sessionTable
 
 	running   atomic.Bool
 	closeOnce sync.Once
@@ -137,14 +164,24 @@ func New(src routes.Source, cfg Config, status func() any, logger *slog.Logger) 
 	if err != nil {
 		return nil, err
 	}
+	sealer, err := newSealer(cfg.SessionKeys)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.SessionKeys) == 0 {
+		logger.Info("mcp_session_key_random", "effect", "MCP sessions continue on this router only, and not across its restart",
+			"advice", "give every router behind one balancer the same MENTAT_SESSION_KEY_FILE")
+	}
 	e := &Endpoint{
-		cfg:     cfg,
-		logger:  logger,
-		src:     src,
-		status:  status,
-		origins: origins,
-		wake:    make(chan struct{}, 1),
-		stale:   map[string]bool{},
+		cfg:      cfg,
+		logger:   logger,
+		src:      src,
+		status:   status,
+		origins:  origins,
+		wake:     make(chan struct{}, 1),
+		stale:    map[string]bool{},
+		sealer:   sealer,
+		sessions: newSessionTable(cfg.MaxSessions),
 	}
 	e.table.Store(buildNames(nil, nativeTools...))
 	e.view.Store(&settledView{settled: map[string]string{}, next: make(chan struct{})})
@@ -167,7 +204,9 @@ func New(src routes.Source, cfg Config, status func() any, logger *slog.Logger) 
 	})
 	e.addNativeTools()
 	e.server.AddReceivingMiddleware(e.middleware)
-	e.handler = e.origins.wrap(e.bindSessions(newDispatcher(e.server, cfg.SessionTimeout, logger)))
+	var stateless http.Handler
+	e.stateful, stateless = newSDKHandlers(e.server, cfg.SessionTimeout, logger)
+	e.handler = e.origins.wrap(&dispatcher{stateful: e.sessionLayer(e.stateful), stateless: stateless})
 	return e, nil
 }
 
@@ -186,14 +225,22 @@ func (e *Endpoint) Close() error {
 	return nil
 }
 
-// middleware answers tools/list only once groups that just appeared had
-// their first chance to answer, and answers a tools/call for a name that
-// is not (or no longer) in the merged set with a tool error that says why,
+// middleware answers tools/list, and a tools/call of a name it does not
+// know, only once groups that just appeared had their first chance to
+// answer, and answers a tools/call for a name that is not (or no longer)
+// in the merged set with a tool error that says why,
 // instead of the SDK's bare "unknown tool" protocol error. With a key it
-// keeps both to the key's scope (scope.go).
+// keeps both to the key's scope (scope.go). An initialize enters the
+// session table (session.go).
 func (e *Endpoint) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		switch method {
+		case "initialize":
+			if init, ok := req.(*sdk.ServerRequest[*sdk.InitializeParams]); ok {
+				if err := e.trackSession(init); err != nil {
+					return nil, err
+				}
+			}
 		case "tools/list":
 			e.awaitFirstAnswers(ctx)
 			k := e.requestKey(ctx, req)
@@ -206,6 +253,11 @@ func (e *Endpoint) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 			call, ok := req.(*sdk.CallToolRequest)
 			if !ok || call.Params == nil {
 				break
+			}
+			if _, known := e.table.Load().lookup(call.Params.Name); !known && !isNative(call.Params.Name) {
+				// A router that just started (or that a session just
+				// moved to) may not have asked its groups yet.
+				e.awaitFirstAnswers(ctx)
 			}
 			k := e.requestKey(ctx, req)
 			if !e.toolInScope(k, e.src.Load(), call.Params.Name) {

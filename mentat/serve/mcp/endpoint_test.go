@@ -322,16 +322,23 @@ func TestSessions(t *testing.T) {
 	if resp := post(id, "", ping); resp.StatusCode != http.StatusOK {
 		t.Fatalf("ping in session: %d", resp.StatusCode)
 	}
-	// An idle session is reaped.
-	eventually(t, "the idle session reaped", func() bool {
-		n := 0
-		for range r.server.Sessions() {
-			n++
+	sessions := func() (ids []string) {
+		for ss := range r.server.Sessions() {
+			ids = append(ids, ss.ID())
 		}
-		return n == 0
-	})
-	if resp := post(id, "", ping); resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("reaped session: %d, want 404", resp.StatusCode)
+		return ids
+	}
+	if local := sessions(); len(local) != 1 || local[0] == id {
+		t.Fatalf("local sessions %v: the client must hold a sealed id, never the SDK's", local)
+	}
+	// An idle session's local copy is reaped; the session goes on: its
+	// next request rebuilds the copy.
+	eventually(t, "the idle session reaped", func() bool { return len(sessions()) == 0 })
+	if resp := post(id, "", ping); resp.StatusCode != http.StatusOK {
+		t.Fatalf("reaped session: %d, want 200 (rebuilt)", resp.StatusCode)
+	}
+	if n := len(sessions()); n != 1 {
+		t.Fatalf("%d local sessions after the rebuild, want 1", n)
 	}
 }
 
@@ -422,5 +429,18 @@ func TestHangingUpstreamDoesNotBlockList(t *testing.T) {
 	res, err = cs.CallTool(ctxT(t), &sdk.CallToolParams{Name: "alpha__engine_status"})
 	if err != nil || res.IsError {
 		t.Fatalf("alpha beside a wedged group = %v %q", err, resultText(res))
+	}
+}
+
+// TestCallWaitsForFirstAnswers: a tools/call on a router that has not
+// asked its groups yet (it just started) waits for their first answers,
+// as tools/list does, instead of calling the tool unknown.
+func TestCallWaitsForFirstAnswers(t *testing.T) {
+	a := newUpstream(t, "alpha")
+	r := newRouter(t, Config{}, group("alpha", a.URL, true))
+	cs := connect(t, r.URL, clientOpts{version: legacy})
+	res, err := cs.CallTool(ctxT(t), &sdk.CallToolParams{Name: "alpha__engine_status"})
+	if err != nil || res.IsError || resultText(res) != "engine alpha running" {
+		t.Fatalf("first call: %v %q", err, resultText(res))
 	}
 }

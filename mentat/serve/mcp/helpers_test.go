@@ -233,6 +233,7 @@ type clientOpts struct {
 	key         string // sent as Authorization: Bearer <key>
 	listChanged chan struct{}
 	progress    chan *sdk.ProgressNotificationParams
+	reconnect   bool // the SDK's default retries of a broken stream (else none)
 }
 
 // connect opens a Go SDK client session to url.

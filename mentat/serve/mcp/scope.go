@@ -2,8 +2,6 @@ package mcp
 
 import (
 	"context"
-	"net/http"
-	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -24,14 +22,13 @@ import (
 //   - serve_status reports the whole cluster (every group, model, daemon
 //     and why not), so only a key of every model (Models empty) may list
 //     or call it;
-//   - a 2025-era session belongs to the key that opened it: a request with
-//     its id and another key, or no key, is answered 404 like an unknown
-//     session, so no client can read or drive another client's session.
+//   - a 2025-era session belongs to the key that opened it: its sealed id
+//     opens only for requests with that key's id (seal.go), so a request
+//     with the id and another key, or no key, is answered 404 like an
+//     unknown session, and no client can read or drive another client's
+//     session.
 //
 // Without keys (no key in any context) nothing of this applies.
-
-// sessionIDHeader is the 2025 transport's session header.
-const sessionIDHeader = "Mcp-Session-Id"
 
 // keyID names a key for comparison; "" is no key.
 func keyID(k *keys.Key) string {
@@ -105,136 +102,3 @@ func (e *Endpoint) requestKey(ctx context.Context, req sdk.Request) *keys.Key {
 	}
 	return keys.FromContext(ctx)
 }
-
-// sessionKeys binds each session id the stateful handler hands out to the
-// key of the request that opened it.
-type sessionKeys struct {
-	mu sync.Mutex
-	// byID holds the key of each session's latest request (nil: keys off).
-	byID map[string]*keys.Key
-	// pruneAt is the size at which ids of closed sessions are dropped.
-	pruneAt int
-}
-
-// minPrune is the smallest table size that triggers pruning.
-const minPrune = 64
-
-// key is the key bound to session id.
-func (s *sessionKeys) key(id string) (*keys.Key, bool) {
-	if id == "" {
-		return nil, false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k, ok := s.byID[id]
-	return k, ok
-}
-
-// claim reports whether a request with key k may use session id, and
-// then records k as the session's current key. An id never handed out
-// here is refused when keys are on (the SDK's own table is not trusted
-// to be bound); with keys off it is left to the SDK (404 unknown).
-func (s *sessionKeys) claim(id string, k *keys.Key) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	bound, ok := s.byID[id]
-	if !ok {
-		return k == nil
-	}
-	if keyID(bound) != keyID(k) {
-		return false
-	}
-	s.byID[id] = k
-	return true
-}
-
-// bind records a new session's key. live lists the ids of the sessions
-// still open, for dropping those of closed ones now and then.
-func (s *sessionKeys) bind(id string, k *keys.Key, live func() map[string]bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.byID == nil {
-		s.byID = map[string]*keys.Key{}
-	}
-	s.byID[id] = k
-	if len(s.byID) < max(s.pruneAt, minPrune) {
-		return
-	}
-	// Under the lock: a session is open (the SDK connected it) before its
-	// id is bound, so no id bound meanwhile can be dropped by mistake.
-	open := live()
-	for sid := range s.byID {
-		if !open[sid] {
-			delete(s.byID, sid)
-		}
-	}
-	s.pruneAt = 2 * len(s.byID)
-}
-
-// liveSessions is the set of open sessions' ids.
-func (e *Endpoint) liveSessions() map[string]bool {
-	open := map[string]bool{}
-	for ss := range e.server.Sessions() {
-		if id := ss.ID(); id != "" {
-			open[id] = true
-		}
-	}
-	return open
-}
-
-// bindSessions enforces that a session is used only with the key that
-// opened it, and binds every session it sees opened.
-func (e *Endpoint) bindSessions(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		k := keys.FromContext(r.Context())
-		if id := r.Header.Get(sessionIDHeader); id != "" {
-			if !e.sessions.claim(id, k) {
-				// The SDK's own answer to an unknown session, word for word.
-				http.Error(w, "session not found", http.StatusNotFound)
-				return
-			}
-			next.ServeHTTP(w, r)
-			return
-		}
-		next.ServeHTTP(&sessionRecorder{ResponseWriter: w, e: e, key: k}, r)
-	})
-}
-
-// sessionRecorder binds the session id an answer carries (the answer to an
-// initialize) before any byte of it leaves, so before the client can use it.
-type sessionRecorder struct {
-	http.ResponseWriter
-	e       *Endpoint
-	key     *keys.Key
-	checked bool
-}
-
-func (s *sessionRecorder) record() {
-	if s.checked {
-		return
-	}
-	s.checked = true
-	if id := s.Header().Get(sessionIDHeader); id != "" {
-		s.e.sessions.bind(id, s.key, s.e.liveSessions)
-	}
-}
-
-func (s *sessionRecorder) WriteHeader(code int) {
-	s.record()
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *sessionRecorder) Write(b []byte) (int, error) {
-	s.record()
-	return s.ResponseWriter.Write(b)
-}
-
-// Flush is here (not only through Unwrap) because http.ResponseController
-// asks the outermost writer first: a flush that sends the header must
-// record it.
-func (s *sessionRecorder) Flush() {
-	s.record()
-	_ = http.NewResponseController(s.ResponseWriter).Flush()
-}
-
-func (s *sessionRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -171,39 +170,16 @@ func TestAllModelsKeySeesEverything(t *testing.T) {
 	}
 }
 
-// mcpRequest sends one raw request on session id with key ("" none).
+// mcpRequest sends one raw request on session id with key ("" none): a
+// POST is a tools/list.
 func mcpRequest(t *testing.T, method, url, session, key string) (int, string) {
 	t.Helper()
-	var body io.Reader
+	body := ""
 	if method == http.MethodPost {
-		body = strings.NewReader(`{"jsonrpc":"2.0","id":99,"method":"tools/list","params":{}}`)
+		body = `{"jsonrpc":"2.0","id":99,"method":"tools/list","params":{}}`
 	}
-	req, err := http.NewRequestWithContext(ctxT(t), method, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Mcp-Session-Id", session)
-	req.Header.Set("Mcp-Protocol-Version", legacy)
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if method == http.MethodGet {
-		req.Header.Set("Accept", "text/event-stream")
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	if method == http.MethodGet && resp.StatusCode == http.StatusOK {
-		return resp.StatusCode, "" // the GET stream stays open
-	}
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	code, _, got := rawRequest(t, method, url, session, key, body)
+	return code, got
 }
 
 func TestSessionBelongsToItsKey(t *testing.T) {
@@ -247,33 +223,5 @@ func TestReloadedScopeAppliesToOpenSession(t *testing.T) {
 	want := []string{"beta__engine_status", "beta__latency_percentiles", "beta__set_latency"}
 	if got := toolNames(t, cs); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after the reload team-a's session lists %v, want %v", got, want)
-	}
-}
-
-func TestSessionKeysPruneClosedSessions(t *testing.T) {
-	var s sessionKeys
-	k := &keys.Key{ID: "a"}
-	live := map[string]bool{}
-	for i := range minPrune {
-		id := fmt.Sprint("s", i)
-		if i%2 == 0 {
-			live[id] = true
-		}
-		s.bind(id, k, func() map[string]bool { return live })
-	}
-	if n := len(s.byID); n != minPrune/2 {
-		t.Fatalf("after pruning %d ids are bound, want the %d open ones", n, minPrune/2)
-	}
-	if _, ok := s.key("s1"); ok {
-		t.Error("a closed session's id is still bound")
-	}
-	if got, ok := s.key("s2"); !ok || got != k {
-		t.Error("an open session's id was dropped")
-	}
-	if !s.claim("s2", k) || s.claim("s2", &keys.Key{ID: "b"}) || s.claim("s2", nil) {
-		t.Error("claim: only the session's own key may use it")
-	}
-	if s.claim("never-bound", k) || !s.claim("never-bound", nil) {
-		t.Error("claim: an id never bound is refused with a key and left to the SDK without")
 	}
 }
