@@ -13,7 +13,8 @@
 #   BENCH_ROUTING_WORKLOADS workloads of the routing section (default: all):
 #                       shared,distinct,preloaded
 #   BENCH_ROUTING_POLICIES  policies of the routing section (default: all):
-#                       prefix,least-loaded,round-robin,session,first
+#                       prefix,least-loaded,round-robin,session,first,fleet
+#                       (fleet: 3 prefix routers behind Nginx, shared workload)
 #                       (a target whose workload or policies were left out
 #                       reads "not measured")
 #   BENCH_OUT           report file (default docs/benchmarks.md)

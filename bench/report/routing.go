@@ -26,6 +26,11 @@ func runRouting(ctx context.Context, cfg config) (string, []target, error) {
 		ratio, c = r.KneeRatio(n, routing.Distinct, "prefix", "least-loaded")
 		ts = append(ts, target{goal: fmt.Sprintf("%d replicas, no sharing: prefix within ±5%% of least-loaded at the knee (issue 19)", n),
 			known: c.Known, met: c.Known && ratio > 0 && math.Abs(ratio-1) <= 0.05, measured: c.Measured})
+		tt, hits := r.FleetVsOne(n)
+		ts = append(ts, target{goal: fmt.Sprintf("%d replicas, shared prefix: %d routers behind Nginx, p90 TTFT ≤ 1.2× one router's (issue 29)", n, routing.FleetSize),
+			known: tt.Known, met: tt.Met, measured: tt.Measured})
+		ts = append(ts, target{goal: fmt.Sprintf("%d replicas, shared prefix: %d routers behind Nginx, prefix-cache hit rate within 5 points of one router's (issue 29)", n, routing.FleetSize),
+			known: hits.Known, met: hits.Met, measured: hits.Measured})
 		c = r.PreloadedP99(n)
 		ts = append(ts, target{goal: fmt.Sprintf("%d replicas, one pre-loaded: prefix p99 TTFT ≤ 0.5× round-robin's (issue 19)", n),
 			known: c.Known, met: c.Met, measured: c.Measured})

@@ -2,7 +2,9 @@ package routing
 
 import (
 	"fmt"
+	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +36,12 @@ func markdown(cfg Config, r Result) string {
 		"are the same for every policy at a given rate. Requests per replica are the router's routing decisions "+
 		"(`mentat_serve_routing_decisions_total`) over the policy's whole ladder, replica 0 first.\n\n",
 		tenantsPerRep, systemWords, distinctWords, preloadWords, preloadTokens)
+	if slices.Contains(cfg.Policies, Fleet) {
+		fmt.Fprintf(&b, "**fleet** is %d routers with the prefix policy over the same engines behind one Nginx "+
+			"(round-robin, the sample `conf/nginx/mentat-routers.conf` as the manual shows it, on the server CPUs), "+
+			"on the shared workload only; its decisions are the routers' summed. Against **prefix** (one router) it shows "+
+			"what routers that share no index lose, and what Nginx adds.\n\n", FleetSize)
+	}
 	for _, n := range cfg.Replicas {
 		for _, w := range cfg.Workloads {
 			var knees, steps [][]string
@@ -91,6 +99,33 @@ func (r Result) SharedTTFT(n int) Comparison {
 		}
 	}
 	return Comparison{Known: true, Measured: "round-robin's p90 stayed within 2 s at every rate offered"}
+}
+
+// FleetVsOne compares the fleet (FleetSize prefix routers behind Nginx)
+// with one prefix router on the shared workload, at the highest rate at
+// which both ran and the one router's p90 TTFT is within the knee bound:
+// the p90 ratio (target ≤ 1.2×) and the hit rates (target within 5
+// points).
+func (r Result) FleetVsOne(n int) (ttft, hits Comparison) {
+	one, ok1 := r.Curve(n, Shared, "prefix")
+	fl, ok2 := r.Curve(n, Shared, Fleet)
+	if !ok1 || !ok2 {
+		return Comparison{}, Comparison{}
+	}
+	for i := len(one.Steps) - 1; i >= 0; i-- {
+		s := one.Steps[i]
+		f, ok := fl.At(s.Rate)
+		if !ok || s.P90 > kneeP90 || s.OK < s.Sent {
+			continue
+		}
+		ratio := f.P90.Seconds() / s.P90.Seconds()
+		diff := 100 * (f.HitRate - s.HitRate)
+		return Comparison{Known: true, Met: ratio <= 1.2 && f.OK == f.Sent,
+				Measured: fmt.Sprintf("%.2f× (%ss vs %ss at %.1f req/s, %d/%d served)", ratio, secs(f.P90), secs(s.P90), s.Rate, f.OK, f.Sent)},
+			Comparison{Known: true, Met: math.Abs(diff) <= 5,
+				Measured: fmt.Sprintf("%+.1f points (%.0f%% vs %.0f%% at %.1f req/s)", diff, 100*f.HitRate, 100*s.HitRate, s.Rate)}
+	}
+	return Comparison{Known: true, Measured: "no rate where both ran within the knee bound"}, Comparison{Known: true, Measured: "no rate where both ran within the knee bound"}
 }
 
 // KneeRatio compares the throughput at the knee of policy with base's on

@@ -35,6 +35,8 @@ import (
 
 	"github.com/fe64bb06/frontdoor/bench/internal/cluster"
 	"github.com/fe64bb06/frontdoor/bench/internal/harness"
+	"github.com/fe64bb06/frontdoor/bench/internal/nginx"
+	"github.com/fe64bb06/frontdoor/internal/nginxconf"
 	"github.com/fe64bb06/frontdoor/mentat/serve/stats"
 )
 
@@ -79,7 +81,24 @@ func selected(what string, all, sel []string) ([]string, error) {
 }
 
 // Policies are compared in this order; round-robin is the baseline.
-var Policies = []string{"prefix", "least-loaded", "round-robin", "session", "first"}
+// Fleet is not a ROUTING_POLICY but the prefix policy on FleetSize
+// routers behind Nginx, and runs on the shared workload only.
+var Policies = []string{"prefix", "least-loaded", "round-robin", "session", "first", Fleet}
+
+// Fleet is FleetSize routers (prefix policy) behind Nginx round-robin,
+// configured by the sample the manual shows (conf/nginx/mentat-routers.conf).
+const (
+	Fleet     = "fleet"
+	FleetSize = 3
+)
+
+// routerPolicy is the ROUTING_POLICY of a curve's routers.
+func routerPolicy(p string) string {
+	if p == Fleet {
+		return "prefix"
+	}
+	return p
+}
 
 // Workloads.
 const (
@@ -223,7 +242,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 // bench is one cluster with a router per policy.
 type bench struct {
 	c       *cluster.Cluster
-	routers map[string]string // policy → router URL
+	routers map[string]string // policy → router URL (the fleet's: its Nginx)
+	fleet   []string          // the fleet's router URLs
 	engines []string          // engine base URLs (no /v1)
 	n       int
 	client  *http.Client
@@ -239,11 +259,12 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 		return nil, err
 	}
 	c, err := cluster.Start(ctx, cluster.Opts{BinDir: cfg.BinDir, LogDir: logDir, CPUs: cfg.ServerCPUs, Engines: engines,
-		RouterEnv: []string{"ROUTING_POLICY=" + cfg.Policies[0], "ROUTING_SCRAPE_S=0.5"}})
+		RouterEnv: []string{"ROUTING_POLICY=" + routerPolicy(cfg.Policies[0]), "ROUTING_SCRAPE_S=0.5"}})
 	if err != nil {
 		return nil, err
 	}
 	defer c.Stop()
+	var stops []func()
 	b := &bench{c: c, n: n, routers: map[string]string{cfg.Policies[0]: c.RouterURL},
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4096, DisableCompression: true}}}
 	defer b.client.CloseIdleConnections()
@@ -251,34 +272,73 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 		b.engines = append(b.engines, c.EngineURL(e.Group))
 	}
 	// One more router per policy over the same daemon (no UDP: the seed
-	// finds the daemon), so every policy meets the same engines.
-	for _, p := range cfg.Policies[1:] {
+	// finds the daemon), so every policy meets the same engines; the
+	// fleet's routers behind their Nginx.
+	startRouter := func(name, policy string) (string, int, error) {
 		port, err := harness.FreePort()
 		if err != nil {
-			return nil, err
+			return "", 0, err
 		}
-		env := []string{"SERVE_PORT=" + strconv.Itoa(port), "MENTAT_ANNOUNCE_PORT=0", "ROUTING_POLICY=" + p, "ROUTING_SCRAPE_S=0.5"}
+		env := []string{"SERVE_PORT=" + strconv.Itoa(port), "MENTAT_ANNOUNCE_PORT=0", "ROUTING_POLICY=" + policy, "ROUTING_SCRAPE_S=0.5"}
 		for _, kv := range c.RouterEnvUsed {
 			if strings.HasPrefix(kv, "MENTAT_DAEMONS=") || strings.HasPrefix(kv, "POLL_INTERVAL_S=") || strings.HasPrefix(kv, "PROBE_INTERVAL_S=") {
 				env = append(env, kv)
 			}
 		}
-		r, err := harness.Start(logDir, harness.Spec{Name: "mentatd-serve-" + p, Bin: cfg.BinDir + "/mentatd-serve", CPUs: cfg.ServerCPUs, Env: env})
+		r, err := harness.Start(logDir, harness.Spec{Name: name, Bin: cfg.BinDir + "/mentatd-serve", CPUs: cfg.ServerCPUs, Env: env})
+		if err != nil {
+			return "", 0, err
+		}
+		stops = append(stops, r.Stop)
+		return "http://127.0.0.1:" + strconv.Itoa(port), port, nil
+	}
+	defer func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}()
+	for _, p := range cfg.Policies[1:] {
+		if p != Fleet {
+			url, _, err := startRouter("mentatd-serve-"+p, p)
+			if err != nil {
+				return nil, err
+			}
+			b.routers[p] = url
+			continue
+		}
+		var ports []int
+		for i := range FleetSize {
+			url, port, err := startRouter(fmt.Sprintf("mentatd-serve-fleet-%d", i), routerPolicy(p))
+			if err != nil {
+				return nil, err
+			}
+			b.fleet, ports = append(b.fleet, url), append(ports, port)
+		}
+		sample, err := nginxconf.Read(nginxconf.RoutersSample)
 		if err != nil {
 			return nil, err
 		}
-		defer r.Stop()
-		b.routers[p] = "http://127.0.0.1:" + strconv.Itoa(port)
+		ng, err := nginx.StartSample(ctx, logDir, cfg.ServerCPUs, "fleet", sample, ports)
+		if err != nil {
+			return nil, fmt.Errorf("nginx: %w", err)
+		}
+		stops = append(stops, ng.Stop)
+		b.routers[p] = ng.URL("fleet")
 	}
 	for _, p := range cfg.Policies {
-		if err := harness.Eventually(ctx, cluster.StartTimeout, p+" router: every replica ready", func() error { return b.ready(b.routers[p]) }); err != nil {
-			return nil, err
+		for _, url := range b.routersOf(p) {
+			if err := harness.Eventually(ctx, cluster.StartTimeout, p+" router: every replica ready", func() error { return b.ready(url) }); err != nil {
+				return nil, err
+			}
 		}
 	}
 
 	var curves []Curve
 	for _, w := range cfg.Workloads {
 		for _, p := range cfg.Policies {
+			if p == Fleet && w != Shared {
+				continue
+			}
 			cv := Curve{Replicas: n, Workload: w, Policy: p}
 			// A salt per curve: no policy finds a cache another warmed.
 			salt := fmt.Sprintf("%s-%s-%d", w, p, n)
@@ -553,17 +613,35 @@ func (b *bench) prefixCounters() (hits, queries float64, err error) {
 	return hits, queries, nil
 }
 
-// decisions reads a policy's router's routing decisions: replica →
-// reason → count.
-func (b *bench) decisions(policy string) (map[string]map[string]float64, error) {
-	fams, err := stats.FetchMetrics(context.Background(), b.client, b.routers[policy]+"/metrics")
-	if err != nil {
-		return nil, err
+// routersOf is the URLs of a policy's routers.
+func (b *bench) routersOf(policy string) []string {
+	if policy == Fleet {
+		return b.fleet
 	}
+	return []string{b.routers[policy]}
+}
+
+// decisions reads a policy's routers' routing decisions, summed: replica
+// → reason → count.
+func (b *bench) decisions(policy string) (map[string]map[string]float64, error) {
 	out := map[string]map[string]float64{}
+	for _, url := range b.routersOf(policy) {
+		if err := b.addDecisions(url, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// addDecisions adds one router's decisions to out.
+func (b *bench) addDecisions(url string, out map[string]map[string]float64) error {
+	fams, err := stats.FetchMetrics(context.Background(), b.client, url+"/metrics")
+	if err != nil {
+		return err
+	}
 	mf := fams["mentat_serve_routing_decisions_total"]
 	if mf == nil {
-		return out, nil
+		return nil
 	}
 	for _, m := range mf.GetMetric() {
 		var rep, reason string
@@ -580,7 +658,7 @@ func (b *bench) decisions(policy string) (map[string]map[string]float64, error) 
 		}
 		out[rep][reason] += m.GetCounter().GetValue()
 	}
-	return out, nil
+	return nil
 }
 
 // diffDecisions is after − before, leaving out zero counts.

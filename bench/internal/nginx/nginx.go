@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fe64bb06/frontdoor/bench/internal/harness"
+	"github.com/fe64bb06/frontdoor/internal/nginxconf"
 )
 
 // Nginx is a running nginx. Port maps each upstream name to the port
@@ -40,10 +41,6 @@ func Start(ctx context.Context, dir, cpus string, upstreams map[string]int) (*Ng
 // here does not lose Connection "": both sit in the same location, and
 // nginx drops only an outer level's proxy_set_header.
 func StartWith(ctx context.Context, dir, cpus string, upstreams map[string]int, extra map[string]string) (*Nginx, error) {
-	bin, err := harness.LookNginx()
-	if err != nil {
-		return nil, err
-	}
 	n := &Nginx{Port: map[string]int{}}
 	names := make([]string, 0, len(upstreams))
 	for k := range upstreams {
@@ -62,23 +59,31 @@ func StartWith(ctx context.Context, dir, cpus string, upstreams map[string]int, 
 		return nil, err
 	}
 	n.Config = render(tmp, names, upstreams, n.Port, extra)
-	conf := filepath.Join(tmp, "nginx.conf")
-	if err := os.WriteFile(conf, []byte(n.Config), 0o644); err != nil {
-		return nil, err
-	}
-	n.Proc, err = harness.Start(dir, harness.Spec{Name: "nginx", Bin: bin, Args: []string{"-e", tmp + "/error.log", "-c", conf}, CPUs: cpus})
+	return n, n.run(ctx, tmp, "nginx", dir, cpus, n.Config)
+}
+
+// run writes conf into tmp and starts nginx on it, logs in dir, and
+// waits for every port of n.
+func (n *Nginx) run(ctx context.Context, tmp, name, dir, cpus, conf string) error {
+	bin, err := harness.LookNginx()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	for _, name := range names {
-		addr := fmt.Sprintf("127.0.0.1:%d", n.Port[name])
-		err := harness.WaitListening(ctx, 10*time.Second, "nginx", addr, n.Proc)
-		if err != nil {
+	path := filepath.Join(tmp, "nginx.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		return err
+	}
+	n.Proc, err = harness.Start(dir, harness.Spec{Name: name, Bin: bin, Args: []string{"-e", tmp + "/error.log", "-c", path}, CPUs: cpus})
+	if err != nil {
+		return err
+	}
+	for _, p := range n.Port {
+		if err := harness.WaitListening(ctx, 10*time.Second, name, fmt.Sprintf("127.0.0.1:%d", p), n.Proc); err != nil {
 			n.Proc.Stop()
-			return nil, err
+			return err
 		}
 	}
-	return n, nil
+	return nil
 }
 
 // render is the whole nginx.conf: temp paths under tmp, one upstream and
@@ -115,30 +120,33 @@ func render(tmp string, names []string, upstreams, ports map[string]int, extra m
     }
 `, name, upstreams[name], ports[name], more.String())
 	}
-	return fmt.Sprintf(`daemon off;
-master_process off;
-worker_processes 1;
-worker_rlimit_nofile 65536;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log warn;
-events {
-    worker_connections 32768;
-}
-http {
-    access_log off;
-    # Bodies are read whole before forwarding (nginx's default, like the
+	return nginxconf.Main(tmp, `    # Bodies are read whole before forwarding (nginx's default, like the
     # router, which must read a body to find its model), but in memory: a
     # 1 MiB body would otherwise go through a temp file.
     client_max_body_size 128m;
     client_body_buffer_size 2m;
-    client_body_temp_path %[1]s/body;
-    proxy_temp_path %[1]s/proxy;
-    fastcgi_temp_path %[1]s/fastcgi;
-    uwsgi_temp_path %[1]s/uwsgi;
-    scgi_temp_path %[1]s/scgi;
     keepalive_requests 1000000;
-%[2]s}
-`, tmp, servers.String())
+`+servers.String())
+}
+
+// StartSample runs one of the samples under conf/nginx (nginxconf.Read)
+// with its upstream servers replaced by ports and its listen port by a
+// free one, named name in Port.
+func StartSample(ctx context.Context, dir, cpus, name, sample string, ports []int) (*Nginx, error) {
+	listen, err := harness.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	http, err := nginxconf.Upstreams(sample, listen, ports)
+	if err != nil {
+		return nil, err
+	}
+	tmp := filepath.Join(dir, "nginx-"+name)
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return nil, err
+	}
+	n := &Nginx{Port: map[string]int{name: listen}, Config: http}
+	return n, n.run(ctx, tmp, "nginx-"+name, dir, cpus, nginxconf.Main(tmp, http))
 }
 
 // URL is nginx's base URL for an upstream.

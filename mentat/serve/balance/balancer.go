@@ -212,14 +212,18 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 					best = i
 				}
 			}
+			anchor := req.Keys[min(len(req.Keys), AnchorBlocks)-1]
 			home := -1
 			if best < 0 || !longMatch(cs[best].depth, len(req.Keys)) {
-				home = b.home(cs, req.Keys)
+				home = b.home(cs, anchor)
 			}
 			switch {
 			case home >= 0:
 				pick, reason = home, Home
 			case best >= 0:
+				if longMatch(cs[best].depth, len(req.Keys)) {
+					best = b.warmHome(cs, best, anchor)
+				}
 				pick, reason = b.affinity(cs, best, len(req.Keys))
 			}
 		}
@@ -288,6 +292,8 @@ func (b *Balancer) affinity(cs []cand, best, n int) (int, Reason) {
 		return 0, Load
 	case long(cs[best].depth-least.depth) && b.within(&cs[best], least, b.cfg.Threshold):
 		return best, Affinity
+	case long(cs[best].depth) && cs[best].depth == least.depth && b.within(&cs[best], least, HomeSlack):
+		return best, Affinity // as warm as the least loaded, and the prefix's home of the two
 	case b.within(&cs[best], least, 0):
 		return best, Affinity // a tie in load, won by the warm replica
 	case long(cs[best].depth - least.depth):
@@ -308,8 +314,7 @@ func longMatch(blocks, n int) bool { return float64(blocks) >= MinAffinityShare*
 // index) lands on the same replica as the other routers' did, and the
 // engines do not each cache it once per router. Past the slack the
 // prompt goes by load as before: a busy home is not worth a queue.
-func (b *Balancer) home(cs []cand, keys []uint64) int {
-	anchor := keys[min(len(keys), AnchorBlocks)-1]
+func (b *Balancer) home(cs []cand, anchor uint64) int {
 	h, hv := -1, uint64(0)
 	for i := range cs {
 		if v := hrw(anchor, cs[i].rt.Group); h < 0 || v > hv {
@@ -318,6 +323,26 @@ func (b *Balancer) home(cs []cand, keys []uint64) int {
 	}
 	if !b.within(&cs[h], &cs[0], HomeSlack) {
 		return -1
+	}
+	return h
+}
+
+// warmHome picks among the replicas that hold as much of the prompt as
+// cs[best] (the least loaded of them): the first by the anchor's
+// rendezvous hash that is within HomeSlack of cs[best], else cs[best].
+// A prefix that spilled onto a second replica then flows back to one of
+// them, the same one on every router, while loads are close, so the
+// other copy can age out of its cache instead of being kept warm by
+// whichever router saw that replica as less loaded.
+func (b *Balancer) warmHome(cs []cand, best int, anchor uint64) int {
+	h, hv := best, uint64(0)
+	for i := range cs {
+		if cs[i].depth != cs[best].depth || !b.within(&cs[i], &cs[best], HomeSlack) {
+			continue
+		}
+		if v := hrw(anchor, cs[i].rt.Group); v > hv {
+			h, hv = i, v
+		}
 	}
 	return h
 }

@@ -697,3 +697,30 @@ func TestFree(t *testing.T) {
 		t.Errorf("cap 2, no numbers yet: free %d, want 2", got)
 	}
 }
+
+// A prefix held by two replicas goes to its home of the two while the
+// home is within HomeSlack of the other, so the spilled copy can age out
+// and every router picks alike; past that, to the less loaded.
+func TestSpilledPrefixFlowsBackHome(t *testing.T) {
+	f := newFixture(t, Prefix, 2)
+	system := strings.Repeat("a document both replicas were sent. ", 80)
+	req := Request{Model: "m", Keys: keys(system + "question")}
+	home := f.b.Choose(f.reps, req).Order[0]
+	other := f.reps[0]
+	if other == home {
+		other = f.reps[1]
+	}
+	f.b.Start(req, home, Home, 0).End()
+	f.b.Start(req, other, Fallback, 0).End()
+	for extra := 1; extra <= HomeSlack+1; extra++ {
+		f.b.Start(Request{Model: "m"}, home, Load, 0) // home now carries extra more
+		d := f.b.Choose(f.reps, req)
+		want := home
+		if extra > HomeSlack {
+			want = other
+		}
+		if d.Order[0] != want || d.Reason != Affinity {
+			t.Errorf("home carrying %d more: chose %s (%s), want %s by affinity", extra, d.Order[0].Group, d.Reason, want.Group)
+		}
+	}
+}
