@@ -31,16 +31,16 @@ func markdown(cfg Config, r Result) string {
 		"and a short question; **distinct**, %d-token prompts that share nothing; **preloaded**, %d-token distinct prompts while "+
 		"replica 0's 16 slots are held by %d-token generations sent to its engine directly (not through the router). "+
 		"Every request carries `X-Session-ID` (the tenant in the shared workload, unique otherwise) for the session policy. "+
-		"Hit rate is the engines' own prefix-cache hits over queries (tokens) during the step; every policy's prompts carry "+
-		"their own salt, so no policy finds a cache another warmed; the arrival times (and the shared workload's tenant picks) "+
+		"Hit rate is the engines' own prefix-cache hits over queries (tokens) during the step; the texts are the same for every policy (so is any choice made by hashing them), "+
+		"and each policy's requests carry their own `cache_salt`, so no policy finds a cache another warmed; the arrival times (and the shared workload's tenant picks) "+
 		"are the same for every policy at a given rate. Requests per replica are the router's routing decisions "+
 		"(`mentat_serve_routing_decisions_total`) over the policy's whole ladder, replica 0 first.\n\n",
 		tenantsPerRep, systemWords, distinctWords, preloadWords, preloadTokens)
 	if slices.Contains(cfg.Policies, Fleet) {
-		fmt.Fprintf(&b, "**fleet** is %d routers with the prefix policy over the same engines behind one Nginx "+
+		fmt.Fprintf(&b, "**fleet** is %d routers with the prefix policy and `ROUTING_SCRAPE_S=%s` over the same engines behind one Nginx "+
 			"(round-robin, the sample `conf/nginx/mentat-routers.conf` as the manual shows it, on the server CPUs), "+
 			"on the shared workload only; its decisions are the routers' summed. Against **prefix** (one router) it shows "+
-			"what routers that share no index lose, and what Nginx adds.\n\n", FleetSize)
+			"what routers that share no index lose, and what Nginx adds.\n\n", FleetSize, FleetScrape)
 	}
 	for _, n := range cfg.Replicas {
 		for _, w := range cfg.Workloads {

@@ -87,9 +87,16 @@ var Policies = []string{"prefix", "least-loaded", "round-robin", "session", "fir
 
 // Fleet is FleetSize routers (prefix policy) behind Nginx round-robin,
 // configured by the sample the manual shows (conf/nginx/mentat-routers.conf).
+//
+// FleetScrape is the fleet's ROUTING_SCRAPE_S, as the manual advises for
+// several routers: each router sees the others' requests only in the
+// engines' numbers, and at 0.5 s those lag enough (some 5 requests per
+// replica at 32 req/s) to push affinity past its threshold, spill
+// prefixes and thrash the caches; one router sees its own live.
 const (
-	Fleet     = "fleet"
-	FleetSize = 3
+	Fleet       = "fleet"
+	FleetSize   = 3
+	FleetScrape = "0.1"
 )
 
 // routerPolicy is the ROUTING_POLICY of a curve's routers.
@@ -274,12 +281,12 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 	// One more router per policy over the same daemon (no UDP: the seed
 	// finds the daemon), so every policy meets the same engines; the
 	// fleet's routers behind their Nginx.
-	startRouter := func(name, policy string) (string, int, error) {
+	startRouter := func(name, policy, scrape string) (string, int, error) {
 		port, err := harness.FreePort()
 		if err != nil {
 			return "", 0, err
 		}
-		env := []string{"SERVE_PORT=" + strconv.Itoa(port), "MENTAT_ANNOUNCE_PORT=0", "ROUTING_POLICY=" + policy, "ROUTING_SCRAPE_S=0.5"}
+		env := []string{"SERVE_PORT=" + strconv.Itoa(port), "MENTAT_ANNOUNCE_PORT=0", "ROUTING_POLICY=" + policy, "ROUTING_SCRAPE_S=" + scrape}
 		for _, kv := range c.RouterEnvUsed {
 			if strings.HasPrefix(kv, "MENTAT_DAEMONS=") || strings.HasPrefix(kv, "POLL_INTERVAL_S=") || strings.HasPrefix(kv, "PROBE_INTERVAL_S=") {
 				env = append(env, kv)
@@ -299,7 +306,7 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 	}()
 	for _, p := range cfg.Policies[1:] {
 		if p != Fleet {
-			url, _, err := startRouter("mentatd-serve-"+p, p)
+			url, _, err := startRouter("mentatd-serve-"+p, p, "0.5")
 			if err != nil {
 				return nil, err
 			}
@@ -308,7 +315,7 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 		}
 		var ports []int
 		for i := range FleetSize {
-			url, port, err := startRouter(fmt.Sprintf("mentatd-serve-fleet-%d", i), routerPolicy(p))
+			url, port, err := startRouter(fmt.Sprintf("mentatd-serve-fleet-%d", i), routerPolicy(p), FleetScrape)
 			if err != nil {
 				return nil, err
 			}
@@ -340,8 +347,10 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 				continue
 			}
 			cv := Curve{Replicas: n, Workload: w, Policy: p}
-			// A salt per curve: no policy finds a cache another warmed.
-			salt := fmt.Sprintf("%s-%s-%d", w, p, n)
+			// The texts are the same for every policy (so is any choice
+			// made by hashing them); a cache_salt per curve keeps any
+			// policy from finding a cache another warmed.
+			text, cacheSalt := fmt.Sprintf("%s-%d", w, n), fmt.Sprintf("%s-%s-%d", w, p, n)
 			before, err := b.decisions(p)
 			if err != nil {
 				return curves, err
@@ -350,7 +359,7 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 				if ctx.Err() != nil {
 					return curves, ctx.Err()
 				}
-				st, err := b.step(ctx, cfg, w, p, salt, perRep*float64(n))
+				st, err := b.step(ctx, cfg, w, p, text, cacheSalt, perRep*float64(n))
 				if err != nil {
 					return append(curves, cv), err
 				}
@@ -430,7 +439,7 @@ func hash(s string) uint64 {
 // curve's, shared by its steps).
 // The session key (X-Session-ID, for the session policy) is the tenant,
 // or unique per request when there is none.
-func (b *bench) prompt(w, salt string, i int, r *rand.Rand, tenants []string) (body []byte, session string) {
+func (b *bench) prompt(w, salt, cacheSalt string, i int, r *rand.Rand, tenants []string) (body []byte, session string) {
 	var msgs []map[string]string
 	session = fmt.Sprint(salt, "-", i)
 	switch w {
@@ -444,13 +453,13 @@ func (b *bench) prompt(w, salt string, i int, r *rand.Rand, tenants []string) (b
 	default:
 		msgs = []map[string]string{{"role": "user", "content": fmt.Sprintf("%s %d: %s", salt, i, words(fmt.Sprint(salt, i), preloadWords))}}
 	}
-	body, _ = json.Marshal(map[string]any{"model": model, "stream": true, "max_tokens": maxTokens, "ignore_eos": true, "messages": msgs})
+	body, _ = json.Marshal(map[string]any{"model": model, "stream": true, "max_tokens": maxTokens, "ignore_eos": true, "messages": msgs, "cache_salt": cacheSalt})
 	return body, session
 }
 
 // step offers rate requests/s for one Duration with Poisson arrivals and
 // waits for every answer (each bounded by requestTimeout).
-func (b *bench) step(ctx context.Context, cfg Config, w, policy, salt string, rate float64) (Step, error) {
+func (b *bench) step(ctx context.Context, cfg Config, w, policy, salt, cacheSalt string, rate float64) (Step, error) {
 	url := b.routers[policy] + "/v1/chat/completions"
 	var tenants []string
 	for t := range tenantsPerRep * b.n {
@@ -483,7 +492,7 @@ func (b *bench) step(ctx context.Context, cfg Config, w, policy, salt string, ra
 	start := time.Now()
 	at := time.Duration(0)
 	for i := range n {
-		body, session := b.prompt(w, stepSalt, i, r, tenants)
+		body, session := b.prompt(w, stepSalt, cacheSalt, i, r, tenants)
 		at += time.Duration(r.ExpFloat64() / rate * float64(time.Second))
 		if d := time.Until(start.Add(at)); d > 0 {
 			select {

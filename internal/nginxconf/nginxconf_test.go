@@ -52,3 +52,19 @@ func TestUpstreamsRefusesMisshapenSample(t *testing.T) {
 		}
 	}
 }
+
+// The manual shows the sample as it is, so what operators copy is what the
+// tests run.
+func TestManualShowsTheSample(t *testing.T) {
+	sample, err := Read(RoutersSample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manual, err := Read("docs/mentatd-serve.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(manual, "```nginx\n"+sample+"```\n") {
+		t.Errorf("docs/mentatd-serve.md does not show %s as it is, in an nginx block", RoutersSample)
+	}
+}
