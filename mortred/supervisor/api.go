@@ -203,7 +203,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 func (m *Manager) relayToGateway() http.Handler {
 	target, _ := url.Parse(m.gatewayURL)
-	return &httputil.ReverseProxy{
+	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.URL.Path = strings.TrimPrefix(pr.In.URL.Path, "/gateway")
@@ -213,6 +213,15 @@ func (m *Manager) relayToGateway() http.Handler {
 			writeJSON(w, http.StatusBadGateway, apiError{Error: "the gateway did not answer (" + err.Error() + "); is it running? See /api/v1/status"})
 		},
 	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The request body streams through to the gateway. Without full
+		// duplex, net/http closes it once the answer's head is written,
+		// and a gateway that answers before the transport has finished
+		// with the body (its own head, or an early error) makes the
+		// relay cut the connection under the answer (golang/go#15527).
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		rp.ServeHTTP(w, r)
+	})
 }
 
 // registry exports the supervisor's gauges, read at scrape time.
