@@ -31,6 +31,11 @@ func runRouting(ctx context.Context, cfg config) (string, []target, error) {
 			known: tt.Known, met: tt.Met, measured: tt.Measured})
 		ts = append(ts, target{goal: fmt.Sprintf("%d replicas, shared prefix: %d routers behind Nginx, prefix-cache hit rate within 5 points of one router's (issue 29)", n, routing.FleetSize),
 			known: hits.Known, met: hits.Met, measured: hits.Measured})
+		lost, p99 := r.RestartFigures(n)
+		ts = append(ts, target{goal: fmt.Sprintf("%d replicas: rolling restart of %d routers behind Nginx, requests failed 0 (issue 29)", n, routing.FleetSize),
+			known: lost.Known, met: lost.Met, measured: lost.Measured})
+		ts = append(ts, target{goal: fmt.Sprintf("%d replicas: rolling restart, p99 TTFT during it ≤ 2× steady (issue 29)", n),
+			known: p99.Known, met: p99.Met, measured: p99.Measured})
 		c = r.PreloadedP99(n)
 		ts = append(ts, target{goal: fmt.Sprintf("%d replicas, one pre-loaded: prefix p99 TTFT ≤ 0.5× round-robin's (issue 19)", n),
 			known: c.Known, met: c.Met, measured: c.Measured})

@@ -67,6 +67,18 @@ func markdown(cfg Config, r Result) string {
 			fmt.Fprintf(&b, "### %d replicas, %s\n\n", n, w)
 			b.WriteString(harness.Table([]string{"policy", "knee (req/s offered)", "throughput at the knee (req/s)", "p90 TTFT there (s)", "hit rate there", "requests per replica (whole ladder)"}, knees, true) + "\n")
 			b.WriteString(harness.Table([]string{"policy", "offered req/s", "goodput req/s", "p50 TTFT (s)", "p90 (s)", "p99 (s)", "prefix hit rate", "success"}, steps, true) + "\n")
+			if c, ok := r.Curve(n, w, Fleet); ok && c.Restart != nil {
+				rs := c.Restart
+				fmt.Fprintf(&b, "Rolling restart of the fleet: for each router in turn, `SIGTERM`, its exit (it drains for `SERVE_DRAIN_S`, 5 s, "+
+					"then finishes what it carries), a new router on its port and its `/readyz` 200; %d routers in %s, during a %s step at %.0f req/s, "+
+					"against the same step (same arrivals, texts and caches) without a restart:\n\n",
+					FleetSize, secs(rs.Took), restartWindow, rs.Steady.Rate)
+				row := func(name string, s Step) []string {
+					return []string{name, secs(s.P50), secs(s.P90), secs(s.P99), fmt.Sprintf("%.0f%%", 100*s.HitRate), fmt.Sprintf("%d/%d", s.OK, s.Sent)}
+				}
+				b.WriteString(harness.Table([]string{"", "p50 TTFT (s)", "p90 (s)", "p99 (s)", "prefix hit rate", "served whole"},
+					[][]string{row("steady", rs.Steady), row("rolling restart", rs.During)}, true) + "\n")
+			}
 		}
 	}
 	return b.String()
@@ -126,6 +138,20 @@ func (r Result) FleetVsOne(n int) (ttft, hits Comparison) {
 				Measured: fmt.Sprintf("%+.1f points (%.0f%% vs %.0f%% at %.1f req/s)", diff, 100*f.HitRate, 100*s.HitRate, s.Rate)}
 	}
 	return Comparison{Known: true, Measured: "no rate where both ran within the knee bound"}, Comparison{Known: true, Measured: "no rate where both ran within the knee bound"}
+}
+
+// RestartFigures are the rolling restart's targets: no request failed
+// (target 0) and p99 TTFT during it against steady (target ≤ 2×).
+func (r Result) RestartFigures(n int) (failed, p99 Comparison) {
+	c, ok := r.Curve(n, Shared, Fleet)
+	if !ok || c.Restart == nil {
+		return Comparison{}, Comparison{}
+	}
+	rs := c.Restart
+	lost := rs.During.Sent - rs.During.OK
+	ratio := rs.During.P99.Seconds() / rs.Steady.P99.Seconds()
+	return Comparison{Known: true, Met: lost == 0, Measured: fmt.Sprintf("%d of %d (restart took %ss)", lost, rs.During.Sent, secs(rs.Took))},
+		Comparison{Known: true, Met: ratio <= 2, Measured: fmt.Sprintf("%.2f× (%ss vs %ss at %.0f req/s)", ratio, secs(rs.During.P99), secs(rs.Steady.P99), rs.Steady.Rate)}
 }
 
 // KneeRatio compares the throughput at the knee of policy with base's on

@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fe64bb06/frontdoor/bench/internal/cluster"
@@ -177,7 +178,28 @@ type Curve struct {
 	// replica (group) and reason, from its router's
 	// mentat_serve_routing_decisions_total.
 	Decisions map[string]map[string]float64
+	// Restart is the fleet's rolling restart (nil for other curves).
+	Restart *Restart
 }
+
+// Restart is a rolling restart of the fleet's routers (SIGTERM, wait for
+// the exit, start again on the port, wait for /readyz) under a steady
+// rate, against the same rate without one: the same arrivals, texts and
+// caches.
+type Restart struct {
+	Steady, During Step
+	// Took is from the first SIGTERM to the last router ready again.
+	Took time.Duration
+}
+
+// restartRatePerReplica is the rolling restart's rate, in requests/s per
+// replica: busy, but below every policy's knee.
+const restartRatePerReplica = 8
+
+// restartWindow is how long each of the two steps of a rolling restart
+// offers its rate: longer than restarting FleetSize routers, each draining
+// for SERVE_DRAIN_S (5 s).
+const restartWindow = 30 * time.Second
 
 // Knee is the step with the highest rate whose p90 TTFT is within 2 s and
 // every request served; ok is false when no step is.
@@ -251,9 +273,13 @@ type bench struct {
 	c       *cluster.Cluster
 	routers map[string]string // policy → router URL (the fleet's: its Nginx)
 	fleet   []string          // the fleet's router URLs
-	engines []string          // engine base URLs (no /v1)
-	n       int
-	client  *http.Client
+	// fleetProcs are the fleet's routers now; fleetStart starts router i
+	// again on its port.
+	fleetProcs []*harness.Proc
+	fleetStart func(i int) (*harness.Proc, error)
+	engines    []string // engine base URLs (no /v1)
+	n          int
+	client     *http.Client
 }
 
 func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
@@ -281,10 +307,12 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 	// One more router per policy over the same daemon (no UDP: the seed
 	// finds the daemon), so every policy meets the same engines; the
 	// fleet's routers behind their Nginx.
-	startRouter := func(name, policy, scrape string) (string, int, error) {
-		port, err := harness.FreePort()
-		if err != nil {
-			return "", 0, err
+	startRouter := func(name, policy, scrape string, port int) (*harness.Proc, int, error) {
+		if port == 0 {
+			var err error
+			if port, err = harness.FreePort(); err != nil {
+				return nil, 0, err
+			}
 		}
 		env := []string{"SERVE_PORT=" + strconv.Itoa(port), "MENTAT_ANNOUNCE_PORT=0", "ROUTING_POLICY=" + policy, "ROUTING_SCRAPE_S=" + scrape}
 		for _, kv := range c.RouterEnvUsed {
@@ -293,33 +321,40 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 			}
 		}
 		r, err := harness.Start(logDir, harness.Spec{Name: name, Bin: cfg.BinDir + "/mentatd-serve", CPUs: cfg.ServerCPUs, Env: env})
-		if err != nil {
-			return "", 0, err
-		}
-		stops = append(stops, r.Stop)
-		return "http://127.0.0.1:" + strconv.Itoa(port), port, nil
+		return r, port, err
 	}
 	defer func() {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
 		}
+		for _, p := range b.fleetProcs {
+			p.Stop()
+		}
 	}()
 	for _, p := range cfg.Policies[1:] {
 		if p != Fleet {
-			url, _, err := startRouter("mentatd-serve-"+p, p, "0.5")
+			r, port, err := startRouter("mentatd-serve-"+p, p, "0.5", 0)
 			if err != nil {
 				return nil, err
 			}
-			b.routers[p] = url
+			stops = append(stops, r.Stop)
+			b.routers[p] = "http://127.0.0.1:" + strconv.Itoa(port)
 			continue
 		}
 		var ports []int
 		for i := range FleetSize {
-			url, port, err := startRouter(fmt.Sprintf("mentatd-serve-fleet-%d", i), routerPolicy(p), FleetScrape)
+			r, port, err := startRouter(fmt.Sprintf("mentatd-serve-fleet-%d", i), routerPolicy(p), FleetScrape, 0)
 			if err != nil {
 				return nil, err
 			}
-			b.fleet, ports = append(b.fleet, url), append(ports, port)
+			b.fleetProcs = append(b.fleetProcs, r)
+			b.fleet, ports = append(b.fleet, "http://127.0.0.1:"+strconv.Itoa(port)), append(ports, port)
+		}
+		restarts := 0
+		b.fleetStart = func(i int) (*harness.Proc, error) {
+			restarts++
+			r, _, err := startRouter(fmt.Sprintf("mentatd-serve-fleet-%d-restart-%d", i, restarts), routerPolicy(p), FleetScrape, ports[i])
+			return r, err
 		}
 		sample, err := nginxconf.Read(nginxconf.RoutersSample)
 		if err != nil {
@@ -376,6 +411,13 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 			}
 			cv.Decisions = diffDecisions(after, before)
 			fmt.Fprintf(os.Stderr, "routing: %d replicas, %s, %s: decisions %s\n", n, w, p, decisionsText(cv.Decisions))
+			if p == Fleet {
+				rs, err := b.rollingRestart(ctx, cfg, text, cacheSalt)
+				if err != nil {
+					return append(curves, cv), fmt.Errorf("rolling restart: %w", err)
+				}
+				cv.Restart = &rs
+			}
 			curves = append(curves, cv)
 		}
 	}
@@ -620,6 +662,72 @@ func (b *bench) prefixCounters() (hits, queries float64, err error) {
 		hits, queries = hits+h, queries+q
 	}
 	return hits, queries, nil
+}
+
+// rollingRestart measures the fleet's rolling restart: a steady step, then
+// the same step with every router restarted in turn during it.
+func (b *bench) rollingRestart(ctx context.Context, cfg Config, text, cacheSalt string) (Restart, error) {
+	cfg.Duration = restartWindow
+	rate := float64(restartRatePerReplica * b.n)
+	var rs Restart
+	var err error
+	if rs.Steady, err = b.step(ctx, cfg, Shared, Fleet, text, cacheSalt, rate); err != nil {
+		return rs, err
+	}
+	restarted := make(chan error, 1)
+	go func() {
+		time.Sleep(time.Second)
+		start := time.Now()
+		for i := range b.fleetProcs {
+			if err := b.restartRouter(ctx, i); err != nil {
+				restarted <- err
+				return
+			}
+		}
+		rs.Took = time.Since(start)
+		restarted <- nil
+	}()
+	rs.During, err = b.step(ctx, cfg, Shared, Fleet, text, cacheSalt, rate)
+	if rerr := <-restarted; rerr != nil {
+		return rs, rerr
+	}
+	fmt.Fprintf(os.Stderr, "routing: rolling restart of %d routers in %v at %.0f req/s: p99 %ss (steady %ss), %d/%d served\n",
+		len(b.fleetProcs), rs.Took.Round(time.Millisecond), rate, secs(rs.During.P99), secs(rs.Steady.P99), rs.During.OK, rs.During.Sent)
+	return rs, err
+}
+
+// restartRouter stops fleet router i with SIGTERM, checks that it exits 0
+// within its drain and shutdown, starts it again and waits until its
+// /readyz answers 200.
+func (b *bench) restartRouter(ctx context.Context, i int) error {
+	p := b.fleetProcs[i]
+	if err := syscall.Kill(p.PID(), syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(60 * time.Second):
+		return fmt.Errorf("%s did not exit within 60 s of SIGTERM", p.Name)
+	}
+	if _, err := p.Exited(); err != nil {
+		return fmt.Errorf("%s after SIGTERM: %v\n%s", p.Name, err, p.Tail())
+	}
+	np, err := b.fleetStart(i)
+	if err != nil {
+		return err
+	}
+	b.fleetProcs[i] = np
+	return harness.Eventually(ctx, cluster.StartTimeout, np.Name+" ready", func() error {
+		resp, err := b.client.Get(b.fleet[i] + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz %d", resp.StatusCode)
+		}
+		return nil
+	}, np)
 }
 
 // routersOf is the URLs of a policy's routers.

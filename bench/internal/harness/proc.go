@@ -88,6 +88,9 @@ func Start(logDir string, spec Spec) (*Proc, error) {
 // PID is the child's process id.
 func (p *Proc) PID() int { return p.cmd.Process.Pid }
 
+// Done is closed when the child has ended.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
 // Exited reports whether the child has ended, and how.
 func (p *Proc) Exited() (bool, error) {
 	select {
