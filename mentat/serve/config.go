@@ -36,6 +36,16 @@ const (
 	DefaultUniverse       = wire.DefaultUniverse
 )
 
+// Defaults of the stop (see Server.Run).
+const (
+	// DefaultDrain is SERVE_DRAIN_S's default: a balancer that polls
+	// /readyz every second and needs three failures has time to see the
+	// 503, with room to spare.
+	DefaultDrain = 5 * time.Second
+	// DefaultShutdownTimeout is SERVE_SHUTDOWN_S's default.
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
 // Config is the router's configuration. LoadConfig fills it from the
 // environment; tests build it with DefaultConfig and change fields.
 type Config struct {
@@ -121,6 +131,15 @@ type Config struct {
 	// ModelWait is MODEL_WAIT_S (default 0: off): how long a request for
 	// a model that routed recently waits for it to route again.
 	ModelWait time.Duration
+	// Drain is SERVE_DRAIN_S (default 5 s; must be positive): after
+	// SIGTERM or SIGINT the router goes on serving this long, with
+	// /readyz answering 503 and every answer carrying Connection: close,
+	// before it stops accepting connections.
+	Drain time.Duration
+	// ShutdownTimeout is SERVE_SHUTDOWN_S (default 30 s; must be
+	// positive): once the router stops accepting, how long requests and
+	// streams in flight may still run before the router ends them.
+	ShutdownTimeout time.Duration
 }
 
 // DefaultConfig is the configuration with nothing set.
@@ -198,6 +217,8 @@ func LoadConfig(env envconf.Env) (Config, error) {
 	c.FlowLimits.MaxTotal = env.Int("FLOW_QUEUE_TOTAL", flow.DefaultMaxTotal)
 	c.KeepAlive = env.Duration("SSE_KEEPALIVE_S", 0)
 	c.ModelWait = env.Duration("MODEL_WAIT_S", 0)
+	c.Drain = drainSeconds(env)
+	c.ShutdownTimeout = env.Duration("SERVE_SHUTDOWN_S", DefaultShutdownTimeout)
 	c.ProbeFresh = env.Duration("PROBE_FRESH_S", 3*c.ProbeInterval+c.ProbeTimeout)
 	c.ProbePromote = env.Duration("PROBE_PROMOTE_S", 6*c.ProbeInterval)
 	c.HTTPAddr = ":" + strconv.Itoa(c.Port)
@@ -235,6 +256,22 @@ func LoadConfig(env envconf.Env) (Config, error) {
 		c.Secret = []byte(s)
 	}
 	return c, nil
+}
+
+// drainSeconds reads SERVE_DRAIN_S. Zero is refused like any *_S value
+// that is not positive, with a reason that says how to stop almost at
+// once instead: a drain of zero would take the router out of a balancer's
+// pool only after it had stopped accepting.
+func drainSeconds(env envconf.Env) time.Duration {
+	if v, ok := env.Value("SERVE_DRAIN_S"); ok {
+		if f, err := strconv.ParseFloat(v, 64); err == nil && f == 0 {
+			if env.Warn != nil {
+				env.Warn("SERVE_DRAIN_S", v, "must be a positive number of seconds (for a stop with next to no drain, set a small one such as 0.1); using the default")
+			}
+			return DefaultDrain
+		}
+	}
+	return env.Duration("SERVE_DRAIN_S", DefaultDrain)
 }
 
 // DaemonAddr normalises one MENTAT_DAEMONS entry to host:port: "host" gets

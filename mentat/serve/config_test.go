@@ -32,6 +32,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Routing: balance.Config{Policy: balance.Prefix, Threshold: 8, SessionHeader: "X-Session-ID",
 			ScrapeInterval: time.Second, ScrapeTimeout: 3 * time.Second, SaturatedKV: 0.95},
 		FlowLimits: flow.Config{MaxWait: flow.DefaultMaxWait, MaxQueue: flow.DefaultMaxQueue, MaxTotal: flow.DefaultMaxTotal},
+		Drain:      5 * time.Second, ShutdownTimeout: 30 * time.Second,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults\n got %+v\nwant %+v", c, want)
@@ -215,6 +216,40 @@ func TestLoadConfigMCPSessions(t *testing.T) {
 		c, err := LoadConfig(env)
 		if err != nil || c.MCPSessionMax != DefaultMCPSessionMax || c.SessionKeyFile != "" || fmt.Sprint(warned) != "[MCP_SESSION_MAX_S]" {
 			t.Errorf("MCP_SESSION_MAX_S=%s: %v %q %v, warned %v", bad, c.MCPSessionMax, c.SessionKeyFile, err, warned)
+		}
+	}
+}
+
+// TestLoadConfigStop: SERVE_DRAIN_S and SERVE_SHUTDOWN_S, and the values
+// that fall back to their defaults with a warning naming the variable
+// (zero among them: a *_S value must be positive).
+func TestLoadConfigStop(t *testing.T) {
+	c, err := LoadConfig(envconf.Map(map[string]string{"SERVE_DRAIN_S": "2.5", "SERVE_SHUTDOWN_S": "120"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Drain != 2500*time.Millisecond || c.ShutdownTimeout != 120*time.Second {
+		t.Fatalf("drain %v, shutdown %v", c.Drain, c.ShutdownTimeout)
+	}
+	for _, bad := range []string{"0", "0.0", "-1", "soon", "NaN", "Inf"} {
+		var warned []string
+		env := envconf.Map(map[string]string{"SERVE_DRAIN_S": bad, "SERVE_SHUTDOWN_S": bad})
+		env.Warn = func(name, value, reason string) {
+			warned = append(warned, name+"="+value+": "+reason)
+		}
+		c, err := LoadConfig(env)
+		if err != nil {
+			t.Fatalf("%s: %v", bad, err)
+		}
+		if c.Drain != DefaultDrain || c.ShutdownTimeout != DefaultShutdownTimeout {
+			t.Errorf("%s: drain %v, shutdown %v; want the defaults", bad, c.Drain, c.ShutdownTimeout)
+		}
+		if len(warned) != 2 || !strings.HasPrefix(warned[0], "SERVE_DRAIN_S="+bad+": must be a positive number of seconds") ||
+			!strings.HasPrefix(warned[1], "SERVE_SHUTDOWN_S="+bad+": must be a positive number of seconds") {
+			t.Errorf("%s: warned %q", bad, warned)
+		}
+		if z := bad == "0" || bad == "0.0"; z != strings.Contains(fmt.Sprint(warned), "such as 0.1") {
+			t.Errorf("%s: only a zero drain is told how to stop almost at once: %q", bad, warned)
 		}
 	}
 }

@@ -191,6 +191,7 @@ func testConfig(daemons ...string) Config {
 	c.ProbeFresh = 5 * time.Second
 	c.ProbePromote = 300 * time.Millisecond
 	c.Subnets = loopbackSubnets
+	c.Drain = 10 * time.Millisecond // a test's stop need not wait for a balancer
 	return c
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -16,10 +17,6 @@ import (
 	"github.com/fe64bb06/frontdoor/mentat/serve/routes"
 	"github.com/fe64bb06/frontdoor/mentat/serve/upstream"
 )
-
-// shutdownGrace is how long Run lets in-flight requests finish after its
-// context ends.
-const shutdownGrace = 5 * time.Second
 
 // Server is the router: discovery, admission and the HTTP mux. Create it
 // with New, mount more handlers with Handle before Run, then Run.
@@ -43,6 +40,26 @@ type Server struct {
 	mu     sync.Mutex
 	ln     net.Listener
 	prober *prober
+
+	// readiness is /readyz's answer until a stop (checkReady); draining
+	// is set when a stop begins.
+	readiness atomic.Pointer[readiness]
+	draining  atomic.Bool
+	// ready is closed once the first round is over (Ready).
+	ready chan struct{}
+	// active counts the requests being handled (serveHTTP); conns are
+	// the listener's connections.
+	active atomic.Int64
+	conns  conns
+	// hardStop is every request's base context, cut when a stop's
+	// SERVE_SHUTDOWN_S has passed; shuttingDown ends when the listener
+	// closes (endShuttingDown).
+	hardStop        context.Context
+	cut             context.CancelCauseFunc
+	shuttingDown    context.Context
+	endShuttingDown context.CancelFunc
+	// stopReport adds to the serve_stopped line (SetStopReport).
+	stopReport func() []any
 }
 
 // New validates cfg and builds a Server; nothing listens or runs yet.
@@ -51,7 +68,8 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		logger = logx.Discard()
 	}
 	for name, d := range map[string]time.Duration{"POLL_INTERVAL_S": cfg.PollInterval, "PROBE_INTERVAL_S": cfg.ProbeInterval,
-		"PROBE_TIMEOUT_S": cfg.ProbeTimeout, "PROBE_FRESH_S": cfg.ProbeFresh, "PROBE_PROMOTE_S": cfg.ProbePromote} {
+		"PROBE_TIMEOUT_S": cfg.ProbeTimeout, "PROBE_FRESH_S": cfg.ProbeFresh, "PROBE_PROMOTE_S": cfg.ProbePromote,
+		"SERVE_DRAIN_S": cfg.Drain, "SERVE_SHUTDOWN_S": cfg.ShutdownTimeout} {
 		if d <= 0 {
 			return nil, fmt.Errorf("%s must be positive", name)
 		}
@@ -74,10 +92,16 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		builder: builder{poll: cfg.PollInterval, fresh: cfg.ProbeFresh, allow: allow, subnets: cfg.Subnets},
 	}
 	s.front = s.mux
+	s.readiness.Store(newReadiness(false, "starting"))
+	s.ready = make(chan struct{})
+	s.hardStop, s.cut = context.WithCancelCause(context.Background())
+	s.shuttingDown, s.endShuttingDown = context.WithCancel(context.Background())
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
 	s.mux.HandleFunc("GET /v1/models/{id...}", s.handleModel)
 	s.mux.HandleFunc("GET /status.json", s.handleStatus)
 	s.mux.HandleFunc("GET /healthz", handleHealthz)
+	s.mux.HandleFunc("GET /livez", handleLivez)
+	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
 	return s, nil
 }
 
@@ -96,7 +120,7 @@ func (s *Server) Routes() routes.Source { return &s.holder }
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // Handler is the server's whole HTTP handler, middleware included.
-func (s *Server) Handler() http.Handler { return s.front }
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
 // Use puts mw in front of every route (the last one added runs first).
 // Call it before Run.
@@ -160,18 +184,21 @@ func (s *Server) ProbeRetries() uint64 {
 	return p.retries.Load()
 }
 
-// Run serves until ctx ends, then shuts everything down and returns once
-// every goroutine it started has returned.
+// Run serves until ctx ends, then stops gracefully (stop.go: a drain of
+// SERVE_DRAIN_S, then up to SERVE_SHUTDOWN_S for what is in flight, then
+// a cut) and returns once every goroutine it started has returned.
+// Discovery and probing go on until the HTTP server is done, so that the
+// router serves as usual while it drains.
 func (s *Server) Run(ctx context.Context) error {
 	if err := s.Listen(); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 
 	s.log.Info("serve_listening", "addr", s.ln.Addr().String(), "announce", fmt.Sprint(s.disc.AnnounceAddr()),
 		"daemons", fmt.Sprint(s.cfg.Daemons), "universe", s.cfg.Universe, "signed", len(s.cfg.Secret) > 0)
-	p := newProber(ctx, s.cfg.ProbeInterval, s.cfg.ProbeTimeout, s.cfg.ProbePromote, s.log, s.poke)
+	p := newProber(bg, s.cfg.ProbeInterval, s.cfg.ProbeTimeout, s.cfg.ProbePromote, s.log, s.poke)
 	p.upstream = s.upstream
 	s.mu.Lock()
 	s.prober = p
@@ -182,40 +209,54 @@ func (s *Server) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	var discErr error
+	discFailed := make(chan struct{})
 	wg.Go(func() {
-		if discErr = s.disc.Run(ctx); discErr != nil {
-			cancel()
+		if discErr = s.disc.Run(bg); discErr != nil {
+			close(discFailed)
 		}
 	})
-	wg.Go(func() { s.publish(ctx, p) })
+	wg.Go(func() { s.publish(bg, p) })
 
 	// net/http with the edge limits (SERVE_* variables); the connection
-	// cap wraps the listener.
-	srv := s.cfg.Edge.Server(s.front, slog.NewLogLogger(s.log.Handler(), slog.LevelDebug))
+	// cap wraps the listener. Every request's context derives from
+	// HardStop, so that a stop's cut reaches the handlers.
+	srv := s.cfg.Edge.Server(s.Handler(), slog.NewLogLogger(s.log.Handler(), slog.LevelDebug))
+	srv.BaseContext = func(net.Listener) context.Context { return s.hardStop }
+	srv.ConnState = s.conns.connState
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(s.cfg.Edge.Listener(s.ln)) }()
+	go func() { serveErr <- srv.Serve(s.conns.listener(s.cfg.Edge.Listener(s.ln))) }()
 
 	var err error
+	served := false // serveErr was received
+	var stopped time.Time
 	select {
 	case <-ctx.Done():
+		stopped = time.Now()
+		served, err = s.drain(serveErr)
 	case err = <-serveErr:
-		cancel()
+		served = true
+	case <-discFailed:
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), shutdownGrace)
-	if serr := srv.Shutdown(sctx); serr != nil {
-		srv.Close()
+	if stopped.IsZero() {
+		stopped = time.Now()
 	}
-	scancel()
-	if err == nil {
+	n := s.shutdown(srv)
+	if !served {
 		if e := <-serveErr; !errors.Is(e, http.ErrServerClosed) {
 			err = e
 		}
 	}
+	cancel()
 	wg.Wait()
 	p.wait()
 	if err == nil {
 		err = discErr
 	}
+	fields := []any{"elapsed", time.Since(stopped).Round(time.Millisecond), "requests_cut", n.cut, "requests_forced", n.forced}
+	if s.stopReport != nil {
+		fields = append(fields, s.stopReport()...)
+	}
+	s.log.Info("serve_stopped", fields...)
 	return err
 }
 
@@ -247,5 +288,8 @@ func (s *Server) publish(ctx context.Context, p *prober) {
 
 func (s *Server) rebuild(p *prober) {
 	defer recoverLog(s.log, "rebuild_panic")
-	s.holder.Store(s.builder.build(time.Now(), s.disc.Views(), p))
+	now, views := time.Now(), s.disc.Views()
+	snap := s.builder.build(now, views, p)
+	s.holder.Store(snap)
+	s.checkReady(now, views, snap)
 }

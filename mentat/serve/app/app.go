@@ -94,7 +94,11 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 		fc = flow.New(cfg.FlowLimits, func(model string) int { return bal.Free(routes.Load().Replicas[model]) }, reg)
 	}
 	px := proxy.New(routes, proxy.Config{Timeout: cfg.ServingTimeout, Edge: cfg.Edge, Balancer: bal, Keys: store != nil, Upstream: up, Flow: fc, KeepAlive: cfg.KeepAlive,
-		ModelWait: cfg.ModelWait}, log, reg)
+		ModelWait: cfg.ModelWait, Stop: srv.HardStop(), Ready: srv.Ready()}, log, reg)
+	srv.SetStopReport(func() []any {
+		n := px.Stopped()
+		return []any{"streams_ended", n.Streams, "answered_503", n.Refused, "connections_cut", n.Aborted}
+	})
 	state := func(rt *rroutes.Route) string { return bal.Info(rt).State }
 	srv.SetReplicaState(state)
 	status := func() any { return serve.Status(routes.Load(), srv.Uptime(), state) }
@@ -130,7 +134,7 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	// handlers that wait on engines for up to MCP_TIMEOUT_S first (the
 	// MCP endpoint's may be streams).
 	srv.Handle("/", root(px, ui.Handler(status)))
-	srv.Handle("/mcp", httpx.NoWriteDeadline(ep))
+	srv.Handle("/mcp", httpx.NoWriteDeadline(endAtShutdown(srv.ShuttingDown(), ep)))
 	srv.Handle("GET /stats.json", st.Handler())
 	history := st.NewHistory(reg, 0, 0)
 	srv.Handle("GET /stats/series.json", history.Handler())
@@ -154,31 +158,34 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 	return &App{Server: srv, Proxy: px, MCP: ep, Stats: st, History: history, Balancer: bal, Keys: store, Upstream: up, Flow: fc, log: log}, nil
 }
 
-// Run serves until ctx ends, then stops the background work and returns.
+// Run serves until ctx ends, then stops gracefully (serve.Server.Run) and
+// returns. The background work (MCP, history, key reloads, engine loads,
+// flow control) goes on until the server is done: a router that drains
+// serves as usual.
 func (a *App) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	mcpDone := make(chan struct{})
 	go func() {
 		defer close(mcpDone)
-		a.MCP.Run(ctx)
+		a.MCP.Run(bg)
 	}()
 	historyDone := make(chan struct{})
 	go func() {
 		defer close(historyDone)
-		a.History.Run(ctx)
+		a.History.Run(bg)
 	}()
 	keysDone := make(chan struct{})
 	go func() {
 		defer close(keysDone)
 		if a.Keys != nil {
-			a.Keys.Run(ctx)
+			a.Keys.Run(bg)
 		}
 	}()
 	loadDone := make(chan struct{})
 	go func() {
 		defer close(loadDone)
-		a.Balancer.Watch(ctx, a.Server.Routes(), engineLoad(a.Stats, a.Balancer.Config().ScrapeInterval))
+		a.Balancer.Watch(bg, a.Server.Routes(), engineLoad(a.Stats, a.Balancer.Config().ScrapeInterval))
 	}()
 	flowDone := make(chan struct{})
 	go func() {
@@ -187,7 +194,7 @@ func (a *App) Run(ctx context.Context) error {
 			// Capacity other clients free, or a scrape shows, reaches the
 			// waiting requests within a tick; the router's own completions
 			// hand theirs on at once.
-			a.Flow.Run(ctx, FlowTick)
+			a.Flow.Run(bg, FlowTick)
 		}
 	}()
 	err := a.Server.Run(ctx)
@@ -237,6 +244,23 @@ func useCORS(srv *serve.Server, origins []string) error {
 	return err
 }
 
+// endAtShutdown ends a GET /mcp, an MCP session's stream from server to
+// client, once stop is done (the router has stopped accepting): it lasts
+// until its client leaves, and would otherwise hold the stop for all of
+// SERVE_SHUTDOWN_S. The client opens it again, through its balancer, on a
+// router that runs. Other requests run on.
+func endAtShutdown(stop context.Context, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			defer context.AfterFunc(stop, cancel)()
+			r = r.WithContext(ctx)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // root serves what no specific route claims: any POST goes to the proxy
 // (it routes by the body's model), GET / to the status page or document,
 // anything else is a JSON 404/405 in the proxy's error shape.
@@ -274,8 +298,9 @@ func (f inflight) Requests() []stats.Request {
 func (f inflight) Proxied(model, group string) int { return f.in.Count(model, group) }
 
 // Main runs the router from the process environment until SIGINT or
-// SIGTERM and returns the exit code: 0 on a clean stop, 1 when the
-// configuration or a listener fails.
+// SIGTERM, stops gracefully (a second signal ends it at once) and returns
+// the exit code: 0 on a clean stop, 1 when the configuration or a
+// listener fails.
 func Main(env envconf.Env, log *slog.Logger) int {
 	env.Warn = func(name, value, reason string) {
 		log.Warn("config_value_ignored", "var", name, "value", value, "reason", reason)
@@ -293,6 +318,10 @@ func Main(env envconf.Env, log *slog.Logger) int {
 	defer gcfloor.Auto().Stop()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// The first signal starts the graceful stop; a second one gets the
+	// signal's default action and ends the process at once (an operator's
+	// second Ctrl-C).
+	context.AfterFunc(ctx, stop)
 	// SIGHUP reloads the key files; the store also reloads on change.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

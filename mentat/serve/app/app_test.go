@@ -30,13 +30,29 @@ func startApp(t *testing.T) string { return startAppWith(t, nil) }
 
 // startAppWith runs the router configured from env (the process
 // environment the binary would read).
-func startAppWith(t *testing.T, env map[string]string) string {
+func startAppWith(t *testing.T, env map[string]string) string { return runApp(t, env).base }
+
+// running is a router a test may stop itself: stop starts the stop, as
+// SIGTERM does, and finished is closed once Run has returned err.
+type running struct {
+	base     string
+	stop     context.CancelFunc
+	finished chan struct{}
+	err      error
+}
+
+// runApp is startAppWith, with the router's stop in the test's hands. A
+// stop drains for 10 ms unless env sets SERVE_DRAIN_S.
+func runApp(t *testing.T, env map[string]string) *running {
 	t.Helper()
 	cfg, err := serve.LoadConfig(envconf.Map(env))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.HTTPAddr, cfg.Daemons, cfg.AnnouncePort, cfg.AnnounceAddr = "127.0.0.1:0", []string{}, 0, ""
+	if _, set := env["SERVE_DRAIN_S"]; !set {
+		cfg.Drain = 10 * time.Millisecond // no balancer to wait for
+	}
 	a, err := New(cfg, logx.Discard())
 	if err != nil {
 		t.Fatal(err)
@@ -45,17 +61,20 @@ func startAppWith(t *testing.T, env map[string]string) string {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
+	r := &running{base: "http://" + a.Server.Addr().String(), stop: cancel, finished: make(chan struct{})}
+	go func() {
+		r.err = a.Run(ctx)
+		close(r.finished)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-done:
+		case <-r.finished:
 		case <-time.After(20 * time.Second):
 			t.Error("router did not stop")
 		}
 	})
-	return "http://" + a.Server.Addr().String()
+	return r
 }
 
 func get(t *testing.T, method, url, accept, body string) (*http.Response, string) {
@@ -93,6 +112,8 @@ func TestRoutesAreMounted(t *testing.T) {
 		"/status.json":       `"uptime_s"`,
 		"/v1/models":         `"data"`,
 		"/healthz":           "ok",
+		"/livez":             `{"live":true}`,
+		"/readyz":            `{"ready":true}`,
 		"/metrics":           "mentat_serve_probes_total",
 	} {
 		if resp, body := get(t, "GET", base+path, "", ""); resp.StatusCode != 200 || !strings.Contains(body, want) {
@@ -179,7 +200,7 @@ func TestKeysOn(t *testing.T) {
 	path := filepath.Join(dir, "keys.toml")
 	os.WriteFile(path, []byte(fmt.Sprintf("[[key]]\nid = \"k\"\nhash = %q\n", hash)), 0o600)
 	base := startAppWith(t, map[string]string{"SERVE_KEYS_FILE": path})
-	for _, p := range []string{"/", "/status.json", "/stats.json", "/stats/series.json", "/metrics", "/healthz"} {
+	for _, p := range []string{"/", "/status.json", "/stats.json", "/stats/series.json", "/metrics", "/healthz", "/livez", "/readyz"} {
 		if resp, _ := get(t, "GET", base+p, "", ""); resp.StatusCode != 200 {
 			t.Errorf("GET %s without a key: %d", p, resp.StatusCode)
 		}

@@ -19,12 +19,12 @@ type Authenticator interface {
 }
 
 // open are the paths served without a key, to GET and HEAD only: the
-// status page and documents, the metrics and the health check. They show
+// status page and documents, the metrics and the health checks. They show
 // key ids and usage, never a secret; like the rest of the control surface
 // they belong behind a firewall.
 var open = map[string]bool{
 	"/": true, "/status.json": true, "/stats.json": true, "/stats/series.json": true, "/stats/keys/series.json": true,
-	"/metrics": true, "/healthz": true,
+	"/metrics": true, "/healthz": true, "/livez": true, "/readyz": true,
 }
 
 // Open reports whether a request is served without a key.

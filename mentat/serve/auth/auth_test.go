@@ -43,7 +43,7 @@ func TestMiddleware(t *testing.T) {
 		h.ServeHTTP(w, r)
 		return w
 	}
-	for _, p := range []string{"/", "/status.json", "/stats.json", "/stats/series.json", "/metrics", "/healthz"} {
+	for _, p := range []string{"/", "/status.json", "/stats.json", "/stats/series.json", "/metrics", "/healthz", "/livez", "/readyz"} {
 		for _, m := range []string{"GET", "HEAD"} {
 			if w := serve(m, p, ""); w.Code != http.StatusNoContent || got != nil {
 				t.Errorf("%s %s without a key: %d", m, p, w.Code)
@@ -54,7 +54,7 @@ func TestMiddleware(t *testing.T) {
 		t.Fatalf("an open path was authenticated %d times", f.calls)
 	}
 	for _, c := range [][2]string{{"GET", "/v1/models"}, {"POST", "/v1/chat/completions"}, {"POST", "/tokenize"}, {"POST", "/"},
-		{"POST", "/healthz"}, {"GET", "/mcp"}, {"DELETE", "/mcp"}, {"GET", "/nope"}, {"GET", "/status.json/"}, {"OPTIONS", "/v1/models"}} {
+		{"POST", "/healthz"}, {"POST", "/readyz"}, {"GET", "/mcp"}, {"DELETE", "/mcp"}, {"GET", "/nope"}, {"GET", "/status.json/"}, {"OPTIONS", "/v1/models"}} {
 		if w := serve(c[0], c[1], "Bearer good"); w.Code != http.StatusNoContent || got != f.k {
 			t.Errorf("%s %s with a key: %d, key %v", c[0], c[1], w.Code, got)
 		}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,11 @@ const modelPoll = 100 * time.Millisecond
 // client stays; past it the refusal is route's own.
 func (p *Proxy) routeOrWait(ctx context.Context, x *exchange, model string, k *keys.Key) error {
 	err := p.route(x, model, k)
+	if err != nil && p.cfg.Ready != nil {
+		if err = p.awaitFirstRound(ctx, x, model, k, err); errors.Is(err, errClientGone) {
+			return err
+		}
+	}
 	if p.cfg.ModelWait <= 0 {
 		return err
 	}
@@ -51,6 +57,32 @@ func (p *Proxy) routeOrWait(ctx context.Context, x *exchange, model string, k *k
 			return nil
 		}
 	}
+}
+
+// FirstRoundWait bounds how long a request waits for the router's first
+// round of discovery and admission (Config.Ready). The round ends by
+// itself within a daemon read's and a few probes' timeouts; this only
+// keeps a request from waiting for ever should it not.
+const FirstRoundWait = 30 * time.Second
+
+// awaitFirstRound waits, while the first round is not over, for it to
+// end, and routes again then; refused is the answer without the wait.
+func (p *Proxy) awaitFirstRound(ctx context.Context, x *exchange, model string, k *keys.Key, refused error) error {
+	select {
+	case <-p.cfg.Ready:
+		return refused
+	default:
+	}
+	t := time.NewTimer(FirstRoundWait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return errClientGone
+	case <-t.C:
+		return refused
+	case <-p.cfg.Ready:
+	}
+	return p.route(x, model, k)
 }
 
 // markServed records that model routed at now; the map is written at most

@@ -98,6 +98,20 @@ type Config struct {
 	// last RecentlyServed but has no routable replica now waits up to
 	// this long for one to come back. Zero: answered at once.
 	ModelWait time.Duration
+	// Stop is the router's hard stop (serve.Server.HardStop): done when a
+	// stop's SERVE_SHUTDOWN_S has passed. Every request's context must
+	// derive from it (the server's BaseContext does), since that is how a
+	// waiting or relaying request learns of it; a request whose context
+	// ends while Stop is done is ended by the proxy (stop.go) rather than
+	// treated as a client that left. Nil: no hard stop.
+	Stop context.Context
+	// Ready is closed once the router's first round of discovery and
+	// admission is over (serve.Server.Ready). Until then a request whose
+	// model does not route waits for it, up to FirstRoundWait, instead of
+	// being refused: a router just started gets traffic at once from a
+	// balancer that does not read /readyz (Nginx OSS), before it knows
+	// the engines. Nil: no wait.
+	Ready <-chan struct{}
 }
 
 func (c Config) withDefaults() Config {
@@ -143,6 +157,8 @@ type Proxy struct {
 	// served holds, with ModelWait, when each model last routed (unix
 	// seconds, *atomic.Int64 by model name).
 	served sync.Map
+	// stopped counts what the hard stop ended (Stopped).
+	stopped stopCounters
 }
 
 // New returns a proxy reading routes from src. Metrics are registered on
@@ -219,6 +235,9 @@ type exchange struct {
 	// ka sends a waiting stream comments (SSE_KEEPALIVE_S); nil when off
 	// or not a stream.
 	ka *keepAlive
+	// tail follows the end of an event stream, with a hard stop
+	// configured (Config.Stop): where a cut may add an error event.
+	tail sseTail
 }
 
 // release gives the request's pooled buffers back, once: forward does as
@@ -413,6 +432,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 		x.ka.releaseStream(wd)
 		dst = x.ka.writer(dst)
 	}
+	if events && p.cfg.Stop != nil {
+		x.tail.on, x.tail.w = true, dst
+		dst = &x.tail
+	}
 	readErr, writeErr := x.relay(dst, flushFn, resp.Body, sent, events)
 	switch {
 	case writeErr != nil:
@@ -551,6 +574,10 @@ func mib(n int64) string {
 
 // fail is the one place a failed request is answered and logged.
 func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, x *exchange, err error) {
+	if p.cutAtStop(r) {
+		p.failAtStop(w, r, x)
+		return
+	}
 	if errors.Is(err, errClientGone) {
 		x.ka.stop()
 		x.code = StatusClientClosed

@@ -139,10 +139,12 @@ type router struct {
 }
 
 // routerEnv is a fast router on port; tests add MENTAT_DAEMONS and, for
-// announcements, MENTAT_ANNOUNCE_PORT.
+// announcements, MENTAT_ANNOUNCE_PORT. Its stop drains for 0.2 s, not 5:
+// no balancer waits for its /readyz (a test that wants a drain sets
+// SERVE_DRAIN_S in extra, which wins).
 func routerEnv(port int, extra ...string) []string {
 	return baseEnv(append([]string{"SERVE_PORT=" + itoa(port), "MENTAT_ANNOUNCE_PORT=0",
-		"POLL_INTERVAL_S=0.5", "PROBE_INTERVAL_S=0.3", "PROBE_TIMEOUT_S=1", "TOOLS_TTL_S=1"}, extra...)...)
+		"POLL_INTERVAL_S=0.5", "PROBE_INTERVAL_S=0.3", "PROBE_TIMEOUT_S=1", "TOOLS_TTL_S=1", "SERVE_DRAIN_S=0.2"}, extra...)...)
 }
 
 func startRouter(t *testing.T, name string, port int, extra ...string) *router {

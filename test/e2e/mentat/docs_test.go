@@ -59,8 +59,9 @@ func runManual(t *testing.T, name string) {
 		"MENTAT_HTTP_PORT="+ports["6380"], "SERVE_PORT="+ports["6381"], "MENTAT_ANNOUNCE_PORT="+ports["6382"],
 		"MENTAT_DAEMONS=127.0.0.1:"+ports["6380"], "MENTAT_DAEMON=127.0.0.1:"+ports["6380"],
 		// Faster rounds than the defaults, so the test waits less for what
-		// a reader waits for.
-		"POLL_INTERVAL_S=0.5", "PROBE_INTERVAL_S=0.3")
+		// a reader waits for; and a short drain, since no balancer waits
+		// for the router's stop.
+		"POLL_INTERVAL_S=0.5", "PROBE_INTERVAL_S=0.3", "SERVE_DRAIN_S=0.2")
 	dir := t.TempDir()
 
 	for _, c := range cmds {
