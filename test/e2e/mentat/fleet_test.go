@@ -261,6 +261,25 @@ func fleetRequest(ctx context.Context, url string, i int, stream bool) error {
 	return nil
 }
 
+// duringLoad offers rate requests/s to url for at most d, runs fault
+// after settle, stops offering once fault has returned (and d has not
+// passed), and returns every request's outcome.
+func duringLoad(url string, rate int, d, settle time.Duration, fault func()) []fleetResult {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var res []fleetResult
+	loaded := make(chan struct{})
+	go func() {
+		defer close(loaded)
+		res = fleetLoad(ctx, url, rate, d)
+	}()
+	time.Sleep(settle)
+	fault()
+	cancel() // the load stops offering; what was sent finishes
+	<-loaded
+	return res
+}
+
 // failures lists the requests that failed, with what was wrong.
 func failures(res []fleetResult) []string {
 	var out []string
@@ -280,22 +299,15 @@ func failures(res []fleetResult) []string {
 // carries and exits 0.
 func TestFleetRollingRestartFailsNothing(t *testing.T) {
 	f := startFleet(t, 3)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var res []fleetResult
-	loaded := make(chan struct{})
-	go func() {
-		defer close(loaded)
-		res = fleetLoad(ctx, f.url, 30, 40*time.Second)
-	}()
-	time.Sleep(2 * time.Second)
-	restarted := time.Now()
-	for i := range f.routers {
-		f.restart(t, i)
-	}
-	t.Logf("rolling restart of %d routers took %v", len(f.routers), time.Since(restarted).Round(time.Millisecond))
-	cancel() // the load stops offering; what was sent finishes
-	<-loaded
+	var took time.Duration
+	res := duringLoad(f.url, 30, 40*time.Second, 2*time.Second, func() {
+		restarted := time.Now()
+		for i := range f.routers {
+			f.restart(t, i)
+		}
+		took = time.Since(restarted)
+	})
+	t.Logf("rolling restart of %d routers took %v", len(f.routers), took.Round(time.Millisecond))
 	if bad := failures(res); len(bad) > 0 {
 		t.Fatalf("%d of %d requests failed during the rolling restart:\n%s", len(bad), len(res), strings.Join(bad, "\n"))
 	}
@@ -312,20 +324,14 @@ func TestFleetRollingRestartFailsNothing(t *testing.T) {
 // answer; later requests go to the other routers.
 func TestFleetKilledRouterFailsOnlyItsOwn(t *testing.T) {
 	f := startFleet(t, 3)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var res []fleetResult
-	loaded := make(chan struct{})
-	go func() {
-		defer close(loaded)
-		res = fleetLoad(ctx, f.url, 30, 12*time.Second)
-	}()
-	time.Sleep(4 * time.Second)
-	killed := time.Now()
-	if err := f.routers[1].SignalGroup(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-loaded
+	var killed time.Time
+	res := duringLoad(f.url, 30, 12*time.Second, 4*time.Second, func() {
+		killed = time.Now()
+		if err := f.routers[1].SignalGroup(syscall.SIGKILL); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(4 * time.Second) // the load goes on over two routers
+	})
 	// window bounds "the moment": the kernel resets the dead router's
 	// connections at once, and Nginx stops choosing it at the first
 	// failure (max_fails=1).
@@ -351,6 +357,15 @@ func TestFleetKilledRouterFailsOnlyItsOwn(t *testing.T) {
 		if errors.As(r.err, &ne) && ne.Timeout() {
 			t.Errorf("request %d hung until its deadline: %v", i, r.err)
 		}
+	}
+	after := 0
+	for _, r := range res {
+		if r.start.After(killed.Add(window)) {
+			after++
+		}
+	}
+	if after < 30*3 {
+		t.Errorf("only %d requests were sent after the kill", after)
 	}
 	if failed == 0 || failed > carried {
 		t.Errorf("%d requests failed of %d that could have been on the router at the kill; want some, and no more:\n%s", failed, carried, strings.Join(failures(res), "\n"))
