@@ -22,6 +22,10 @@ func TestModelRetrieve(t *testing.T) {
 	}))
 	r := startServer(t, testConfig(d.addr()))
 	r.waitGroup(t, "alpha", "healthy", func(g GroupStatus) bool { return g.Healthy })
+	// loading is probed too (its engine answers, though the daemon says
+	// no actor runs): once it has been, its models are known and the 404
+	// below lists no group whose models are pending.
+	r.waitGroup(t, "loading", "probed", func(g GroupStatus) bool { return len(g.Models) > 0 })
 
 	var list struct {
 		Data []json.RawMessage `json:"data"`

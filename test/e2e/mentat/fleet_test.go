@@ -162,7 +162,9 @@ const fleetTokens = 40
 // outcome once all have ended (ctx stops the offering, not the requests).
 func fleetLoad(ctx context.Context, url string, rate int, d time.Duration) []fleetResult {
 	n := int(float64(rate) * d.Seconds())
-	out := make([]fleetResult, n)
+	// Each request's goroutine writes its own element of all; sent is how
+	// many were offered.
+	all, sent := make([]fleetResult, n), n
 	var wg sync.WaitGroup
 	begin := time.Now()
 	for i := range n {
@@ -173,18 +175,18 @@ func fleetLoad(ctx context.Context, url string, rate int, d time.Duration) []fle
 			}
 		}
 		if ctx.Err() != nil {
-			out = out[:i]
+			sent = i
 			break
 		}
 		wg.Go(func() {
 			stream := i%2 == 0
 			start := time.Now()
 			err := fleetRequest(context.Background(), url, i, stream)
-			out[i] = fleetResult{stream: stream, start: start, end: time.Now(), err: err}
+			all[i] = fleetResult{stream: stream, start: start, end: time.Now(), err: err}
 		})
 	}
 	wg.Wait()
-	return out
+	return all[:sent]
 }
 
 // fleetRequest sends request i and judges its answer.
