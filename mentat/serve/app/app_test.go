@@ -95,6 +95,27 @@ func get(t *testing.T, method, url, accept, body string) (*http.Response, string
 	return resp, string(b)
 }
 
+// mcpDo sends method to base's /mcp as a client of protocol version
+// would, with session's id when it is not empty, and returns the answer
+// with its body unread.
+func mcpDo(t *testing.T, base, method, session, version, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(method, base+"/mcp", strings.NewReader(body))
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", version)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s /mcp: %v", method, err)
+	}
+	return resp
+}
+
 func TestRoutesAreMounted(t *testing.T) {
 	base := startApp(t)
 	resp, body := get(t, "GET", base+"/", "text/html,application/xhtml+xml", "")

@@ -25,17 +25,7 @@ func TestMCPSessionKeyFile(t *testing.T) {
 
 	post := func(base, id, body string) (*http.Response, string) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if id != "" {
-			req.Header.Set("Mcp-Session-Id", id)
-			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := mcpDo(t, base, http.MethodPost, id, "2025-11-25", body)
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		return resp, string(b)

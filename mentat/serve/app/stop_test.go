@@ -17,20 +17,7 @@ func TestStopEndsMCPStreams(t *testing.T) {
 
 	mcp := func(method, body, session string) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequest(method, base+"/mcp", strings.NewReader(body))
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if session != "" {
-			req.Header.Set("Mcp-Session-Id", session)
-			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s /mcp: %v", method, err)
-		}
-		return resp
+		return mcpDo(t, base, method, session, "2025-06-18", body)
 	}
 	resp := mcp("POST", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, "")
 	resp.Body.Close()
