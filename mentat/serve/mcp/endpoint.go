@@ -130,6 +130,13 @@ type Endpoint struct {
 
 	// table resolves merged names; replaced whole by the refresh loop.
 	table atomic.Pointer[nameTable]
+	// callable holds the merged names the SDK server has registered. The
+	// table is published before the tools are added (so that a scoped
+	// tools/list, sent on the SDK's list_changed, keeps them), which
+	// leaves a moment where a name is in the table but not yet on the
+	// server; a tools/call is let through to the SDK only for a name in
+	// this set, else the SDK would answer a bare "unknown tool".
+	callable atomic.Pointer[map[string]bool]
 	// view tells tools/list which groups have had their first answer.
 	view atomic.Pointer[settledView]
 	// wake pokes the refresh loop (capacity 1: a burst is one signal).
@@ -184,6 +191,7 @@ func New(src routes.Source, cfg Config, status func() any, logger *slog.Logger) 
 		sessions: newSessionTable(cfg.MaxSessions),
 	}
 	e.table.Store(buildNames(nil, nativeTools...))
+	e.callable.Store(&map[string]bool{})
 	e.view.Store(&settledView{settled: map[string]string{}, next: make(chan struct{})})
 	e.pool = newPool(logger, cfg.ConnectTimeout, e.upstreamListChanged)
 
@@ -254,7 +262,8 @@ func (e *Endpoint) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 			if !ok || call.Params == nil {
 				break
 			}
-			if _, known := e.table.Load().lookup(call.Params.Name); !known && !isNative(call.Params.Name) {
+			native := isNative(call.Params.Name)
+			if !native && !e.isCallable(call.Params.Name) {
 				// A router that just started (or that a session just
 				// moved to) may not have asked its groups yet.
 				e.awaitFirstAnswers(ctx)
@@ -263,16 +272,16 @@ func (e *Endpoint) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 			if !e.toolInScope(k, e.src.Load(), call.Params.Name) {
 				return complete(call, e.unknownTool(k, call.Params.Name)), nil
 			}
-			if isNative(call.Params.Name) {
-				break
-			}
-			if _, known := e.table.Load().lookup(call.Params.Name); !known {
+			if !native && !e.isCallable(call.Params.Name) {
 				return complete(call, e.unknownTool(k, call.Params.Name)), nil
 			}
 		}
 		return next(ctx, method, req)
 	}
 }
+
+// isCallable reports whether the SDK server has the merged tool name.
+func (e *Endpoint) isCallable(name string) bool { return (*e.callable.Load())[name] }
 
 // poke wakes the refresh loop without blocking.
 func (e *Endpoint) poke() {

@@ -311,6 +311,9 @@ func toolNames(t *testing.T, cs *sdk.ClientSession) []string {
 }
 
 func resultText(res *sdk.CallToolResult) string {
+	if res == nil {
+		return "<no result>"
+	}
 	var b strings.Builder
 	for _, c := range res.Content {
 		if tc, ok := c.(*sdk.TextContent); ok {

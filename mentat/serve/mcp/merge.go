@@ -41,7 +41,8 @@ func (e *Endpoint) publish(r *refresher) {
 		name := table.byRef[rf]
 		want[name] = mergedTool(name, rf, byRef[rf], table.rewritten[name])
 	}
-	// Store the table first so a call to a tool being added resolves.
+	// The table first, so that a scoped tools/list answering the SDK's
+	// list_changed keeps the tools being added (calls wait for callable).
 	e.table.Store(table)
 	var gone []string
 	for name := range r.applied {
@@ -51,6 +52,8 @@ func (e *Endpoint) publish(r *refresher) {
 		}
 	}
 	if len(gone) > 0 {
+		// Out of the callable set before off the server.
+		e.storeCallable(r.applied)
 		sort.Strings(gone)
 		e.server.RemoveTools(gone...)
 	}
@@ -76,10 +79,21 @@ func (e *Endpoint) publish(r *refresher) {
 		}
 		r.applied[name] = string(js)
 	}
+	// On the server before in the callable set.
+	e.storeCallable(r.applied)
 
 	old := e.view.Load()
 	e.view.Store(&settledView{settled: settled, next: make(chan struct{})})
 	close(old.next)
+}
+
+// storeCallable publishes the names in applied as the callable set.
+func (e *Endpoint) storeCallable(applied map[string]string) {
+	set := make(map[string]bool, len(applied))
+	for name := range applied {
+		set[name] = true
+	}
+	e.callable.Store(&set)
 }
 
 // addTool registers one merged tool; the SDK panics on a schema it refuses,
