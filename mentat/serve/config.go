@@ -209,6 +209,7 @@ func LoadConfig(env envconf.Env) (Config, error) {
 		}
 		return "", fmt.Errorf("must be on or off")
 	}) == "on"
+	c.Routing.Flow = c.Flow
 	for b := flow.Critical; b < flow.NumBands; b++ {
 		name := strings.ToUpper(b.String())
 		c.FlowLimits.MaxWait[b] = env.Duration("FLOW_WAIT_S_"+name, flow.DefaultMaxWait[b])

@@ -34,6 +34,12 @@ type replicaState struct {
 	learned atomic.Int64
 	// grown is when the learned capacity was last raised (unix ns).
 	grown atomic.Int64
+	// grewFrom is the capacity before the last raise while that raise is
+	// unjudged (0: none); growFails counts the raises in a row that the
+	// engine answered by queueing, each doubling the wait before the
+	// next (Observe's alone).
+	grewFrom  int64
+	growFails int
 	// queuedAt is the running counts of the last scrapes that found the
 	// engine queueing (Observe's alone: one goroutine per group).
 	queuedAt [learnWindow]int64
@@ -47,6 +53,8 @@ type replicaState struct {
 type modelState struct {
 	ix *index
 	rr atomic.Uint64
+	// starting serializes ChooseAndStart with flow control on.
+	starting sync.Mutex
 }
 
 // EngineLoad is what one engine's /metrics said.
@@ -123,18 +131,25 @@ const (
 )
 
 type cand struct {
-	rt    *routes.Route
-	st    *replicaState
-	rank  int
+	rt   *routes.Route
+	st   *replicaState
+	rank int
+	// full is set, with flow control on, for a replica that has no room
+	// (free): it sorts after the replicas of its rank that have.
+	full  bool
 	load  float64
 	tie   uint64
 	depth int
 }
 
-// before is the load order: rank, then load, then the tie-break hash.
+// before is the load order: rank, room, then load, then the tie-break
+// hash.
 func (c *cand) before(d *cand) bool {
 	if c.rank != d.rank {
 		return c.rank < d.rank
+	}
+	if c.full != d.full {
+		return !c.full
 	}
 	if c.load != d.load {
 		return c.load < d.load
@@ -155,6 +170,7 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 		st := b.replica(rt.Group)
 		c := cand{rt: rt, st: st}
 		c.rank, c.load = b.score(st, rt, now)
+		c.full = b.cfg.Flow && c.rank != rankRefused && b.free(st, rt, now) <= 0
 		cs = append(cs, c)
 	}
 	d := Decision{Order: make([]*routes.Route, len(cs))}
@@ -236,7 +252,7 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 					best, bestH = i, h
 				}
 			}
-			if b.within(&cs[best], least, b.cfg.Threshold) {
+			if b.withinLoad(&cs[best], least, b.cfg.Threshold) {
 				pick, reason = best, Affinity
 			} else {
 				// The session's replica is saturated: the next by the
@@ -244,7 +260,7 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 				reason = Fallback
 				next, nextH := -1, uint64(0)
 				for i := range cs {
-					if i == best || !b.within(&cs[i], least, b.cfg.Threshold) {
+					if i == best || !b.withinLoad(&cs[i], least, b.cfg.Threshold) {
 						continue
 					}
 					if h := hrw(key, cs[i].rt.Group); next < 0 || h > nextH {
@@ -290,7 +306,8 @@ func (b *Balancer) affinity(cs []cand, best, n int) (int, Reason) {
 		return 0, Affinity
 	case best == 0:
 		return 0, Load
-	case long(cs[best].depth-least.depth) && b.within(&cs[best], least, b.cfg.Threshold):
+	case long(cs[best].depth-least.depth) && b.withinLoad(&cs[best], least, b.cfg.Threshold):
+		// Worth a wait in its engine's queue, full or not.
 		return best, Affinity
 	case long(cs[best].depth) && cs[best].depth == least.depth && b.within(&cs[best], least, HomeSlack):
 		return best, Affinity // as warm as the least loaded, and the prefix's home of the two
@@ -348,9 +365,15 @@ func (b *Balancer) warmHome(cs []cand, best int, anchor uint64) int {
 }
 
 // within reports whether c may take a request it is preferred for: it is
-// no less available than the least-loaded replica and carries at most
-// allow more load.
+// no less available than the least-loaded replica, has room when that
+// one has (flow control), and carries at most allow more load.
 func (b *Balancer) within(c, least *cand, allow float64) bool {
+	return (!c.full || least.full) && b.withinLoad(c, least, allow)
+}
+
+// withinLoad is within without the room test, for a choice worth a wait
+// in the engine's queue (a long prefix match, a session).
+func (b *Balancer) withinLoad(c, least *cand, allow float64) bool {
 	return c.rank <= least.rank && c.load <= least.load+allow
 }
 
@@ -467,6 +490,25 @@ func (b *Balancer) free(st *replicaState, rt *routes.Route, now time.Time) int {
 	return int(max(0, capacity-own-others))
 }
 
+// ChooseAndStart is Choose, then Start on the first replica of the order.
+// With flow control on, the two are one step for each of a model's
+// requests: requests that flow control lets go together (several ended at
+// once) each see the others' choices, instead of all taking the last
+// free slot of one replica while another's stays free. The ticket is nil
+// when reps is empty.
+func (b *Balancer) ChooseAndStart(reps []*routes.Route, req Request) (Decision, *Ticket) {
+	if b.cfg.Flow {
+		ms := b.model(req.Model)
+		ms.starting.Lock()
+		defer ms.starting.Unlock()
+	}
+	d := b.Choose(reps, req)
+	if len(d.Order) == 0 {
+		return d, nil
+	}
+	return d, b.Start(req, d.Order[0], d.Reason, d.Matched)
+}
+
 // Ticket is one attempt to send a request to a replica; End it when the
 // request is over (or refused).
 type Ticket struct {
@@ -515,7 +557,8 @@ func (b *Balancer) Refuse(model string, rt *routes.Route) {
 // the engine takes instead of leaving it idle while requests wait in the
 // router. Each raise past the true capacity queues a request or two in
 // the engine, behind which the requests flow control let go wait: so it
-// is rare, not every scrape.
+// is rare, not every scrape, and rarer after each raise that the engine
+// answered by queueing (growWait), until one finds it running more.
 func (b *Balancer) Observe(group string, l EngineLoad) {
 	st := b.replica(group)
 	if run := int64(l.Running); l.OK && run > 0 {
@@ -533,8 +576,17 @@ func (b *Balancer) Observe(group string, l EngineLoad) {
 				most = max(most, v)
 			}
 			st.learned.Store(most)
+			if st.grewFrom > 0 && most <= st.grewFrom {
+				// The raise found nothing more: wait longer next time.
+				st.grewFrom = 0
+				st.growFails++
+			}
+		case st.grewFrom > 0 && run > st.grewFrom:
+			// The engine ran more than before the raise without a queue.
+			st.grewFrom, st.growFails = 0, 0
 		case learned > 0 && run >= learned && !(l.HasKV && l.KV >= b.cfg.SaturatedKV) &&
-			l.At.UnixNano()-st.grown.Load() >= int64(GrowEvery):
+			l.At.UnixNano()-st.grown.Load() >= int64(growWait(st.growFails)):
+			st.grewFrom = learned
 			st.learned.Store(run + max(1, run/8))
 			st.grown.Store(l.At.UnixNano())
 		}
@@ -542,8 +594,17 @@ func (b *Balancer) Observe(group string, l EngineLoad) {
 	st.load.Store(&l)
 }
 
-// GrowEvery is how often a learned capacity may be raised.
-const GrowEvery = 5 * time.Second
+// GrowEvery is how often a learned capacity may be raised; each raise in
+// a row that only made the engine queue doubles it, up to GrowEveryMax.
+const (
+	GrowEvery    = 5 * time.Second
+	GrowEveryMax = time.Minute
+)
+
+// growWait is the wait before the next raise after fails failed ones.
+func growWait(fails int) time.Duration {
+	return min(GrowEvery<<min(fails, 8), GrowEveryMax)
+}
 
 // learnWindow is how many queueing scrapes the learned capacity is the
 // most of.

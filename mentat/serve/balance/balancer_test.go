@@ -724,3 +724,133 @@ func TestSpilledPrefixFlowsBackHome(t *testing.T) {
 		}
 	}
 }
+
+// With flow control on, a new prompt's home without room (at the
+// capacity flow control learned) is passed over for a replica with room,
+// although it is within HomeSlack: flow control let the request go for
+// that room. A long prefix match still waits for its replica. Without
+// flow control the home wins as before.
+func TestFlowChoosesRoomOverHome(t *testing.T) {
+	system := strings.Repeat("a long document nobody sent before. ", 80)
+	for _, flowOn := range []bool{false, true} {
+		f := newFixture(t, Prefix, 2)
+		f.b.cfg.Flow = flowOn
+		f.b.cfg.MaxInflight = 2
+		home := f.b.Choose(f.reps, Request{Model: "m", Keys: keys(system)}).Order[0]
+		other := f.reps[0]
+		if other == home {
+			other = f.reps[1]
+		}
+		// Capacity 2 on both; home carries 2 of the router's, the other
+		// 1: home is full, within HomeSlack of the other.
+		f.b.Start(Request{Model: "m"}, home, Load, 0)
+		f.b.Start(Request{Model: "m"}, home, Load, 0)
+		f.b.Start(Request{Model: "m"}, other, Load, 0)
+		for _, rt := range f.reps {
+			st := f.b.replica(rt.Group)
+			f.b.Observe(rt.Group, EngineLoad{Running: float64(st.inflight.Load()), At: f.now, OK: true, Own: float64(st.inflight.Load()), Ended: st.ended.Load()})
+		}
+		d := f.b.Choose(f.reps, Request{Model: "m", Keys: keys(system)})
+		switch {
+		case !flowOn && (d.Order[0] != home || d.Reason != Home):
+			t.Errorf("flow off: chose %s (%s), want the home %s", d.Order[0].Group, d.Reason, home.Group)
+		case flowOn && (d.Order[0] != other || d.Reason != Load):
+			t.Errorf("flow on: chose %s (%s), want %s, the replica with room, by load", d.Order[0].Group, d.Reason, other.Group)
+		}
+		// A prompt whose long prefix the full home holds still goes there.
+		f.b.Start(Request{Model: "m", Keys: keys(system)}, home, Home, 0).End()
+		f.b.Start(Request{Model: "m"}, home, Load, 0)
+		d = f.b.Choose(f.reps, Request{Model: "m", Keys: keys(system + "and a question")})
+		if d.Order[0] != home || d.Reason != Affinity {
+			t.Errorf("flow %v, long match on the full home: chose %s (%s), want %s by affinity", flowOn, d.Order[0].Group, d.Reason, home.Group)
+		}
+	}
+}
+
+// A raise of the learned capacity that the engine answers by queueing
+// doubles the wait before the next raise; one that finds the engine
+// running more resets it.
+func TestCapacityRaiseBacksOff(t *testing.T) {
+	f := newFixture(t, LeastLoaded, 1)
+	g := f.reps[0].Group
+	f.b.Observe(g, EngineLoad{Running: 16, Waiting: 1, At: f.now, OK: true})
+	raise := func(at time.Time) bool {
+		before := f.b.Capacity(g)
+		f.b.Observe(g, EngineLoad{Running: float64(before), At: at, OK: true})
+		return f.b.Capacity(g) > before
+	}
+	at := f.now
+	if !raise(at) {
+		t.Fatal("the first raise did not come at once")
+	}
+	f.b.Observe(g, EngineLoad{Running: 16, Waiting: 2, At: at, OK: true})
+	for i, wait := range []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, time.Minute, time.Minute} {
+		fails := i + 1
+		if raise(at.Add(wait - time.Millisecond)) {
+			t.Fatalf("after %d failed raises: raised %v after the last, want a wait of %v", fails, wait-time.Millisecond, wait)
+		}
+		at = at.Add(wait)
+		if !raise(at) {
+			t.Fatalf("after %d failed raises: not raised after %v", fails, wait)
+		}
+		if got := f.b.Capacity(g); got != 18 {
+			t.Fatalf("raised to %d, want 16 + 16/8", got)
+		}
+		// The engine queues at 16 again: the raise failed.
+		f.b.Observe(g, EngineLoad{Running: 16, Waiting: 2, At: at, OK: true})
+	}
+	// A raise after which the engine runs 17 without a queue succeeded:
+	// the next may come GrowEvery later.
+	at = at.Add(time.Minute)
+	if !raise(at) {
+		t.Fatal("no raise after the longest wait")
+	}
+	f.b.Observe(g, EngineLoad{Running: 17, At: at, OK: true})
+	f.b.Observe(g, EngineLoad{Running: 18, Waiting: 1, At: at, OK: true})
+	if got := f.b.Capacity(g); got != 18 {
+		t.Fatalf("capacity %d after the engine ran 17 and queued at 18, want 18", got)
+	}
+	if !raise(at.Add(GrowEvery)) {
+		t.Error("after a raise that found more, the next did not come GrowEvery later")
+	}
+}
+
+// Requests let go together by flow control each see the others' choices:
+// eight of the same prompt, with one slot free on each of eight replicas,
+// take one each, never two the same one (which would queue one in its
+// engine while another engine has a free slot).
+func TestChooseAndStartTogether(t *testing.T) {
+	req := Request{Model: "m", Keys: keys("the same short prompt")}
+	const n = 8
+	for round := range 100 {
+		f := newFixture(t, LeastLoaded, n)
+		f.b.cfg.Flow = true
+		f.b.cfg.MaxInflight = 1
+		var wg, ready sync.WaitGroup
+		ready.Add(n)
+		start := make(chan struct{})
+		got := make([]string, n)
+		for i := range n {
+			wg.Go(func() {
+				ready.Done()
+				<-start
+				d, tk := f.b.ChooseAndStart(f.reps, req)
+				if tk == nil {
+					t.Error("no ticket")
+					return
+				}
+				got[i] = d.Order[0].Group
+			})
+		}
+		ready.Wait()
+		close(start)
+		wg.Wait()
+		seen := map[string]bool{}
+		for _, g := range got {
+			if seen[g] {
+				t.Fatalf("round %d: two requests took %s: %v", round, g, got)
+			}
+			seen[g] = true
+		}
+	}
+}

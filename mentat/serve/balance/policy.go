@@ -137,6 +137,12 @@ type Config struct {
 	// SaturatedKV is the KV-cache usage at which a replica has no room
 	// for Free (FLOW_KV_THRESHOLD; default KVFull).
 	SaturatedKV float64
+	// Flow is FLOW_CONTROL: flow control lets a request go because some
+	// replica has room (Free), so a replica without room is chosen only
+	// for a long prefix match or a session, never for a tie, a home or
+	// slack in load that would queue the request in its engine while
+	// another engine has a free slot.
+	Flow bool
 }
 
 func (c Config) withDefaults() Config {

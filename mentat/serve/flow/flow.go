@@ -360,12 +360,18 @@ func (c *Controller) makeRoom(mq *modelQueue, r Request) *Refusal {
 			Message: fmt.Sprintf("model %s is saturated and %d %s requests already wait for it; retry later", r.Model, n, what)}
 	}
 	if mq.bands[r.Band].queued >= c.cfg.MaxQueue[r.Band] {
+		if c.crowdOut(mq, r) {
+			return nil
+		}
 		return full(r.Band.String(), mq.bands[r.Band].queued)
 	}
 	if mq.queued < c.cfg.MaxTotal {
 		return nil
 	}
 	if r.Band == Sheddable || mq.bands[Sheddable].queued == 0 {
+		if c.crowdOut(mq, r) {
+			return nil
+		}
 		return full("", mq.queued)
 	}
 	victim := c.lastSheddable(mq)
@@ -374,6 +380,35 @@ func (c *Controller) makeRoom(mq *modelQueue, r Request) *Refusal {
 		Message: fmt.Sprintf("model %s is saturated and this sheddable request gave its place to one of a higher priority; retry later", r.Model)}
 	close(victim.ready)
 	return nil
+}
+
+// crowdOut makes room in r's band by refusing the newest request of the
+// tenant with the most requests waiting there, when that is another
+// tenant with at least two more than r's has: a full queue is then the
+// flooding tenant's doing, and refusing r instead would let one tenant's
+// burst lock every other tenant of the band out (the longest queue gives
+// way, as in fair queuing's drop rule). It reports whether it made room.
+func (c *Controller) crowdOut(mq *modelQueue, r Request) bool {
+	b := &mq.bands[r.Band]
+	var fat *tenant
+	for _, t := range b.active {
+		if fat == nil || len(t.waiting) > len(fat.waiting) {
+			fat = t
+		}
+	}
+	own := 0
+	if t := b.tenants[r.Tenant]; t != nil {
+		own = len(t.waiting)
+	}
+	if fat == nil || fat.name == r.Tenant || len(fat.waiting) < own+2 {
+		return false
+	}
+	victim := fat.waiting[len(fat.waiting)-1]
+	c.remove(mq, victim)
+	victim.refused = &Refusal{Reason: "queue_full", Band: r.Band, RetryAfter: c.retryAfter(mq, r.Band),
+		Message: fmt.Sprintf("model %s is saturated and its %s queue is full; this request gave its place to a tenant with fewer requests waiting; retry later", r.Model, r.Band)}
+	close(victim.ready)
+	return true
 }
 
 // lastSheddable is the sheddable request that arrived last.

@@ -291,6 +291,30 @@ func TestLimits(t *testing.T) {
 	}
 }
 
+// A band full of one tenant's requests makes room for another tenant's
+// by refusing the flooding tenant's newest; once the two are within one
+// request of each other, a newcomer is refused itself.
+func TestFullBandCrowdsOutTheLongestTenant(t *testing.T) {
+	r := newRun(t, Config{MaxQueue: [NumBands]int{10, 3, 10}}, 1)
+	ctx := context.Background()
+	r.ask(ctx, "busy", req("x", Standard, 1))
+	busy := r.next()
+	for i, id := range []string{"b1", "b2", "b3"} {
+		r.ask(ctx, id, req("batch", Standard, 1))
+		r.waitQueued("m", i+1)
+	}
+	r.ask(ctx, "i1", req("interactive", Standard, 1))
+	r.expect("b3", "queue_full", "batch's newest refused for i1")
+	r.waitQueued("m", 3)
+	r.ask(ctx, "i2", req("interactive", Standard, 1))
+	r.expect("i2", "queue_full", "i2 refused (batch 2 waiting, interactive 1)")
+	r.ask(ctx, "b4", req("batch", Standard, 1))
+	r.expect("b4", "queue_full", "b4 refused (its own tenant is the longest)")
+	if order := r.drain(busy, 3); order != "[b1 i1 b2]" {
+		t.Errorf("order %v", order)
+	}
+}
+
 // With the model's total full, a critical request takes the place of the
 // sheddable one that came last; a sheddable one is refused.
 func TestShedForHigherBand(t *testing.T) {
@@ -307,24 +331,36 @@ func TestShedForHigherBand(t *testing.T) {
 		r.waitQueued("m", i+1)
 	}
 	r.ask(ctx, "s3", req("t", Sheddable, 1))
-	if a := r.next(); a.id != "s3" || !isReason(a.err, "queue_full") {
-		t.Fatalf("a sheddable request at the total: %s %v", a.id, a.err)
-	}
+	r.expect("s3", "queue_full", "a sheddable request at the total refused")
 	r.ask(ctx, "c1", req("t", Critical, 1))
-	if a := r.next(); a.id != "s2" || !isReason(a.err, "shed") {
-		t.Fatalf("want s2 shed for c1: %s %v", a.id, a.err)
+	r.expect("s2", "shed", "s2 shed for c1")
+	if order := r.drain(busy, 3); order != "[c1 n1 s1]" {
+		t.Errorf("order %v", order)
 	}
+}
+
+// expect takes the next outcome and fails unless it is id's refusal for
+// reason.
+func (r *run) expect(id, reason, what string) {
+	r.t.Helper()
+	if a := r.next(); a.id != id || !isReason(a.err, reason) {
+		r.t.Fatalf("want %s: got %s %v", what, a.id, a.err)
+	}
+}
+
+// drain ends first, then each of the n requests let go after it in turn,
+// and returns their ids in the order they went.
+func (r *run) drain(first *admitted, n int) string {
+	r.t.Helper()
 	var order []string
-	last := busy
-	for range 3 {
+	last := first
+	for range n {
 		r.end(last, 0)
 		last = r.next()
 		order = append(order, last.id)
 	}
 	r.end(last, 0)
-	if fmt.Sprint(order) != "[c1 n1 s1]" {
-		t.Errorf("order %v", order)
-	}
+	return fmt.Sprint(order)
 }
 
 func isReason(err error, reason string) bool {

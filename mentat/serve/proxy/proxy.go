@@ -320,7 +320,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 	}
 	x.blocks = balance.GetBlocks()
 	req := routingRequest(x.model, &f, r.Header, p.sessionKey, x.blocks)
-	return p.forward(w, r, x, body, f.Stream, p.bal.Choose(x.replicas, req), req)
+	d, first := p.bal.ChooseAndStart(x.replicas, req)
+	x.ticket = first
+	x.adm.Sent()
+	return p.forward(w, r, x, body, f.Stream, d, req)
 }
 
 // route looks the model up in the current snapshot and sets x's model
@@ -453,13 +456,12 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 // once a connection was up, ends the request there (sent once).
 func (p *Proxy) send(ctx context.Context, r *http.Request, x *exchange, body *httpx.Body, stream bool, d balance.Decision, req balance.Request) (*http.Response, error) {
 	for i, rt := range d.Order {
-		reason, matched := d.Reason, d.Matched
-		if i > 0 {
-			reason, matched = balance.Refused, 0
-		}
 		x.route, x.target = rt, Target(rt, r.URL)
-		x.ticket = p.bal.Start(req, rt, reason, matched)
-		x.adm.Sent()
+		if i > 0 {
+			// The first attempt's ticket came with the decision
+			// (ChooseAndStart).
+			x.ticket = p.bal.Start(req, rt, balance.Refused, 0)
+		}
 		x.flight = p.inflight.add(x.model, rt.Group, int64(body.Len()), stream, x.start)
 		hdr := buildUpstreamHeader(r.Header, p.fwdHeaders, p.cfg.Upstream.Authorization(rt.Group))
 		resp, err := httpx.RoundTrip(p.transport, upstreamRequest(ctx, x.target, body, hdr))
