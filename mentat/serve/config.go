@@ -216,6 +216,7 @@ func LoadConfig(env envconf.Env) (Config, error) {
 		c.FlowLimits.MaxQueue[b] = env.Int("FLOW_QUEUE_"+name, flow.DefaultMaxQueue[b])
 	}
 	c.FlowLimits.MaxTotal = env.Int("FLOW_QUEUE_TOTAL", flow.DefaultMaxTotal)
+	c.FlowLimits.Burst = float64(env.Int("FLOW_BURST_TOKENS", flow.DefaultBurst))
 	c.KeepAlive = env.Duration("SSE_KEEPALIVE_S", 0)
 	c.ModelWait = env.Duration("MODEL_WAIT_S", 0)
 	c.Drain = drainSeconds(env)

@@ -31,7 +31,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 			WriteTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConns: 4096},
 		Routing: balance.Config{Policy: balance.Prefix, Threshold: 8, SessionHeader: "X-Session-ID",
 			ScrapeInterval: time.Second, ScrapeTimeout: 3 * time.Second, SaturatedKV: 0.95},
-		FlowLimits: flow.Config{MaxWait: flow.DefaultMaxWait, MaxQueue: flow.DefaultMaxQueue, MaxTotal: flow.DefaultMaxTotal},
+		FlowLimits: flow.Config{MaxWait: flow.DefaultMaxWait, MaxQueue: flow.DefaultMaxQueue, MaxTotal: flow.DefaultMaxTotal, Burst: flow.DefaultBurst},
 		Drain:      5 * time.Second, ShutdownTimeout: 30 * time.Second,
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -47,7 +47,7 @@ func TestLoadConfigFlow(t *testing.T) {
 		"FLOW_CONTROL": "on", "FLOW_MAX_INFLIGHT": "6", "FLOW_KV_THRESHOLD": "0.8",
 		"FLOW_WAIT_S_CRITICAL": "90", "FLOW_WAIT_S_STANDARD": "2.5", "FLOW_WAIT_S_SHEDDABLE": "-1",
 		"FLOW_QUEUE_CRITICAL": "5", "FLOW_QUEUE_STANDARD": "x", "FLOW_QUEUE_SHEDDABLE": "7", "FLOW_QUEUE_TOTAL": "9",
-		"SSE_KEEPALIVE_S": "15", "MODEL_WAIT_S": "20",
+		"FLOW_BURST_TOKENS": "64", "SSE_KEEPALIVE_S": "15", "MODEL_WAIT_S": "20",
 	})
 	env.Warn = func(name, _, _ string) { warned = append(warned, name) }
 	c, err := LoadConfig(env)
@@ -55,7 +55,7 @@ func TestLoadConfigFlow(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := flow.Config{MaxWait: [flow.NumBands]time.Duration{90 * time.Second, 2500 * time.Millisecond, flow.DefaultMaxWait[flow.Sheddable]},
-		MaxQueue: [flow.NumBands]int{5, flow.DefaultMaxQueue[flow.Standard], 7}, MaxTotal: 9}
+		MaxQueue: [flow.NumBands]int{5, flow.DefaultMaxQueue[flow.Standard], 7}, MaxTotal: 9, Burst: 64}
 	if !c.Flow || c.FlowLimits != want || c.Routing.MaxInflight != 6 || c.Routing.SaturatedKV != 0.8 ||
 		c.KeepAlive != 15*time.Second || c.ModelWait != 20*time.Second {
 		t.Errorf("flow config %+v %+v %v %v %v %v", c.Flow, c.FlowLimits, c.Routing.MaxInflight, c.Routing.SaturatedKV, c.KeepAlive, c.ModelWait)

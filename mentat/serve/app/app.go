@@ -185,15 +185,19 @@ func (a *App) Run(ctx context.Context) error {
 	loadDone := make(chan struct{})
 	go func() {
 		defer close(loadDone)
-		a.Balancer.Watch(bg, a.Server.Routes(), engineLoad(a.Stats, a.Balancer.Config().ScrapeInterval))
+		var round func()
+		if a.Flow != nil {
+			round = a.Flow.Dispatch
+		}
+		a.Balancer.Watch(bg, a.Server.Routes(), engineLoad(a.Stats, a.Balancer.Config().ScrapeInterval), round)
 	}()
 	flowDone := make(chan struct{})
 	go func() {
 		defer close(flowDone)
 		if a.Flow != nil {
-			// Capacity other clients free, or a scrape shows, reaches the
-			// waiting requests within a tick; the router's own completions
-			// hand theirs on at once.
+			// Capacity other clients free reaches the waiting requests
+			// within a tick; the router's own completions and each scrape
+			// (Dispatch after the round) hand theirs on at once.
 			a.Flow.Run(bg, FlowTick)
 		}
 	}()

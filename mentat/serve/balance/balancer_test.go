@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -445,6 +446,7 @@ func TestWatchRunsUntilCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	rounds := make(chan struct{}, 100)
 	done := make(chan struct{})
+	var after atomic.Int64
 	go func() {
 		defer close(done)
 		b.Watch(ctx, &h, func(context.Context, *routes.Route) EngineLoad {
@@ -453,13 +455,16 @@ func TestWatchRunsUntilCancelled(t *testing.T) {
 			default: // the test stopped counting
 			}
 			return EngineLoad{Running: 2, At: time.Now(), OK: true}
-		})
+		}, func() { after.Add(1) })
 	}()
 	for range 3 {
 		<-rounds
 	}
 	cancel()
 	<-done
+	if n := after.Load(); n < 2 {
+		t.Errorf("the after-round func ran %d times over 3 rounds", n)
+	}
 	if info := b.Info(rt); info.State != "ready" || info.Load != 2 {
 		t.Errorf("after the rounds: %+v", info)
 	}

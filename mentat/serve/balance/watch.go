@@ -14,12 +14,17 @@ type ReadLoad func(ctx context.Context, rt *routes.Route) EngineLoad
 
 // Watch reads every replica's engine load each ScrapeInterval until ctx
 // ends, all engines at once; a round waits for its slowest engine, so a
-// wedged one ages into "stale" instead of piling up reads.
-func (b *Balancer) Watch(ctx context.Context, src routes.Source, read ReadLoad) {
+// wedged one ages into "stale" instead of piling up reads. After each
+// round it calls round (nil: none), so that room a scrape shows is handed
+// on at once (flow control).
+func (b *Balancer) Watch(ctx context.Context, src routes.Source, read ReadLoad, round func()) {
 	t := time.NewTicker(b.cfg.ScrapeInterval)
 	defer t.Stop()
 	for {
 		b.watchRound(ctx, src.Load(), read)
+		if round != nil {
+			round()
+		}
 		select {
 		case <-ctx.Done():
 			return

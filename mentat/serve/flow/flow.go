@@ -78,6 +78,13 @@ type Config struct {
 	// reached, a critical or standard request takes the place of the
 	// sheddable request that arrived last.
 	MaxTotal int
+	// Burst is the credit, in tokens (per unit of weight), that a tenant
+	// coming back from idle may have over the band's virtual time: up to
+	// that much of its work goes ahead of tenants that never stopped, so
+	// a light tenant's burst is not served at only its share while a
+	// flooding tenant holds the rest. It bounds how far fair shares may
+	// drift: by Burst per return from idle.
+	Burst float64
 }
 
 // Defaults of Config (the FLOW_* variables).
@@ -88,6 +95,9 @@ var (
 
 // DefaultMaxTotal is Config.MaxTotal's default.
 const DefaultMaxTotal = 2000
+
+// DefaultBurst is Config.Burst's default, in tokens.
+const DefaultBurst = 1000
 
 // Capacity is how many more requests a model's replicas take now; 0 or
 // less is saturated. The controller subtracts the requests it has let go
@@ -147,6 +157,9 @@ func New(cfg Config, free Capacity, reg prometheus.Registerer) *Controller {
 	if cfg.MaxTotal <= 0 {
 		cfg.MaxTotal = DefaultMaxTotal
 	}
+	if cfg.Burst < 0 {
+		cfg.Burst = 0
+	}
 	c := &Controller{cfg: cfg, free: free, now: time.Now, models: map[string]*modelQueue{}}
 	c.m = newMetrics(c, reg)
 	return c
@@ -184,6 +197,7 @@ type band struct {
 type tenant struct {
 	name    string
 	tag     float64
+	weight  float64 // of its latest request
 	waiting []*waiter
 }
 
@@ -324,12 +338,30 @@ func (c *Controller) Tick() {
 	defer c.mu.Unlock()
 	now := c.now()
 	for name, mq := range c.models {
+		for i := range mq.bands {
+			b := &mq.bands[i]
+			for _, t := range b.tenants {
+				c.forgetIdle(b, t)
+			}
+		}
 		if mq.queued > 0 {
 			c.dispatchLocked(mq)
 			continue
 		}
 		if mq.running == 0 && mq.pending == 0 && !mq.idleSince.IsZero() && now.Sub(mq.idleSince) > time.Minute {
 			delete(c.models, name)
+		}
+	}
+}
+
+// Dispatch hands the capacity there is now to waiting requests of every
+// model: call it when the capacity function's view changed (a scrape).
+func (c *Controller) Dispatch() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, mq := range c.models {
+		if mq.queued > 0 {
+			c.dispatchLocked(mq)
 		}
 	}
 }
@@ -426,13 +458,15 @@ func (c *Controller) enqueue(mq *modelQueue, w *waiter) {
 	b := &mq.bands[w.req.Band]
 	t := b.tenants[w.req.Tenant]
 	if t == nil {
-		t = &tenant{name: w.req.Tenant, tag: b.vtime}
+		t = &tenant{name: w.req.Tenant, tag: math.Inf(-1)}
 		b.tenants[w.req.Tenant] = t
 	}
+	t.weight = w.req.Weight
 	if len(t.waiting) == 0 {
-		// A tenant that was idle starts at the band's virtual time: what
-		// it did not use while away is not banked.
-		t.tag = math.Max(t.tag, b.vtime)
+		// A tenant that was idle comes back where it left, but at most
+		// Burst behind the band's virtual time: what it did not use
+		// while away is banked only up to that.
+		t.tag = math.Max(t.tag, c.floor(b, t))
 		b.active = append(b.active, t)
 	}
 	t.waiting = append(t.waiting, w)
@@ -470,10 +504,22 @@ func (c *Controller) deactivate(b *band, t *tenant) {
 			break
 		}
 	}
-	// A tenant that has not run ahead of the band carries nothing worth
-	// keeping: its state goes, so tenants that come and go (client
-	// addresses) cost no memory.
-	if t.tag <= b.vtime {
+	c.forgetIdle(b, t)
+}
+
+// floor is the lowest tag t may come back from idle with: Burst (per
+// unit of t's weight) behind the band's virtual time.
+func (c *Controller) floor(b *band, t *tenant) float64 {
+	return b.vtime - c.cfg.Burst/t.weight
+}
+
+// forgetIdle drops idle tenant t when it is at or below its floor, where
+// it would come back anyway: its state carries nothing, so tenants that
+// come and go (client addresses) cost no memory. One that is above is
+// kept until the band's virtual time passes it (Tick), so that coming
+// back does not give it more credit than it has.
+func (c *Controller) forgetIdle(b *band, t *tenant) {
+	if len(t.waiting) == 0 && t.tag <= c.floor(b, t) {
 		delete(b.tenants, t.name)
 	}
 }

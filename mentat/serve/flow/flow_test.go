@@ -315,6 +315,45 @@ func TestFullBandCrowdsOutTheLongestTenant(t *testing.T) {
 	}
 }
 
+// A tenant back from idle may be up to Burst tokens behind the band's
+// virtual time: a light tenant's burst goes ahead of a flooding tenant
+// while within that credit, instead of alternating with it at its share.
+func TestBurstCredit(t *testing.T) {
+	for _, c := range []struct {
+		burst float64
+		want  string
+	}{{0, "[i1 b4 i2 b5]"}, {3, "[i1 i2 i3 b4]"}} {
+		r := newRun(t, Config{Burst: c.burst}, 1)
+		ctx := context.Background()
+		r.ask(ctx, "busy", req("x", Standard, 1))
+		busy := r.next()
+		for i := 1; i <= 6; i++ {
+			r.ask(ctx, fmt.Sprintf("b%d", i), req("batch", Standard, 1))
+			r.waitQueued("m", i)
+		}
+		// batch runs alone for three requests.
+		last := busy
+		for range 3 {
+			r.end(last, 0)
+			last = r.next()
+		}
+		for i := 1; i <= 3; i++ {
+			r.ask(ctx, fmt.Sprintf("i%d", i), req("interactive", Standard, 1))
+			r.waitQueued("m", 3+i)
+		}
+		var order []string
+		for range 4 {
+			r.end(last, 0)
+			last = r.next()
+			order = append(order, last.id)
+		}
+		if got := fmt.Sprint(order); got != c.want {
+			t.Errorf("burst %v: order %s, want %s", c.burst, got, c.want)
+		}
+		r.drain(last, 2)
+	}
+}
+
 // With the model's total full, a critical request takes the place of the
 // sheddable one that came last; a sheddable one is refused.
 func TestShedForHigherBand(t *testing.T) {
@@ -369,7 +408,7 @@ func isReason(err error, reason string) bool {
 }
 
 // Capacity freed outside the router (another client's request ended) is
-// handed on by Tick; the retry estimate follows the drain rate.
+// handed on by Dispatch and Tick; the retry estimate follows the drain rate.
 func TestTickAndRetryEstimate(t *testing.T) {
 	r := newRun(t, Config{}, 0)
 	ctx := context.Background()
@@ -377,10 +416,18 @@ func TestTickAndRetryEstimate(t *testing.T) {
 		r.ask(ctx, fmt.Sprint(i), req("t", Standard, 1))
 	}
 	r.waitQueued("m", 5)
+	// Dispatch (after a scrape) hands on what the capacity shows now,
+	// Tick the same.
+	r.e.capacity.Store(2)
+	r.c.Dispatch()
+	var adms []*admitted
+	for range 2 {
+		adms = append(adms, r.next())
+	}
+	r.waitQueued("m", 3)
 	r.e.capacity.Store(5)
 	r.c.Tick()
-	var adms []*admitted
-	for range 5 {
+	for range 3 {
 		adms = append(adms, r.next())
 	}
 	for _, a := range adms {
