@@ -36,16 +36,22 @@ type Config struct {
 
 const (
 	model = "bench-flow"
-	// Each replica generates 4 requests at once; a request is 16 tokens
-	// 10 ms apart after a 30 ms first token: about 0.2 s, so a replica
-	// serves about 20 requests a second and the two about 40.
-	maxSeqs   = 4
-	maxTokens = 16
+	// Each replica generates 16 requests at once; a request's first
+	// token comes 100 ms after it is admitted (a few hundred prompt
+	// tokens' prefill), the rest 10 ms apart. Answers are 4 to 28 tokens
+	// long, 16 on average, so a request takes about 0.25 s and a replica
+	// serves about 64 a second. Answers of one length would end in
+	// lockstep: every slot of an engine frees at once, then none for a
+	// whole request's time, and a request that finds the engines full
+	// waits up to that long for any slot, however it is scheduled.
+	maxSeqs   = 24
+	minTokens = 4
+	maxTokens = 28
 	// requestTimeout bounds one request; waiting past it is a failure.
 	requestTimeout = 60 * time.Second
 )
 
-var engineFlags = []string{"--max-num-seqs", strconv.Itoa(maxSeqs), "--ttft", "30ms", "--itl", "10ms", "--jitter", "0",
+var engineFlags = []string{"--max-num-seqs", strconv.Itoa(maxSeqs), "--ttft", "100ms", "--itl", "10ms", "--jitter", "0",
 	"--prefill-per-token", "0", "--decode-knee", "0"}
 
 // flowEnv is the flow-controlled router's configuration: bounded waits
@@ -98,6 +104,10 @@ type bench struct {
 	off, on string // router URLs
 	client  *http.Client
 	d       time.Duration
+	// runs numbers the loads, so that no prompt is sent twice: a prompt
+	// a router saw in an earlier run would go by prefix affinity to the
+	// replica that served it, not by load as a new one does.
+	runs int
 }
 
 // Run starts the cluster and two routers over it and measures.
@@ -155,8 +165,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.InteractiveAlone, res.InteractiveOff, res.InteractiveOn = p(alone, "interactive", 0.9), p(off, "interactive", 0.9), p(on, "interactive", 0.9)
 	res.TokensOff, res.TokensOn = off.Tokens["interactive"]+off.Tokens["batch"], on.Tokens["interactive"]+on.Tokens["batch"]
 	fmt.Fprintf(&md, "### Interactive tenant beside a batch flood\n\nTenant `interactive` at %.1f req/s (0.4× the measured capacity of %.1f req/s), "+
-		"tenant `batch` at %.1f req/s (3×), both standard band, %s of Poisson arrivals; each request streams %d tokens. "+
-		"Tokens served are frames received within the load's %s, by both tenants.\n\n", interactive.Rate, capacity, batch.Rate, b.d, maxTokens, b.d)
+		"tenant `batch` at %.1f req/s (3×), both standard band, %s of Poisson arrivals; each request streams %d to %d tokens (uniform). "+
+		"Tokens served are frames received within the load's %s, by both tenants.\n\n", interactive.Rate, capacity, batch.Rate, b.d, minTokens, maxTokens, b.d)
 	md.WriteString(harness.Table([]string{"run", "interactive p50 TTFT s", "interactive p90 TTFT s", "interactive p90 ÷ alone", "tokens served /s",
 		"interactive served/sent", "batch served/refused/failed of sent"}, [][]string{
 		row("interactive alone, flow control off", alone, "interactive", "", res.InteractiveAlone, b.d),
@@ -299,8 +309,9 @@ func (b *bench) capacity(ctx context.Context) (float64, error) {
 	start := time.Now()
 	for i := range 4 * maxSeqs {
 		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(i+1), 7))
 			for j := 0; ctx.Err() == nil; j++ {
-				if _, _, err := b.stream(ctx, b.off, Load{Tenant: "capacity"}, fmt.Sprintf("capacity %d %d", i, j), time.Time{}); err == nil {
+				if _, _, err := b.stream(ctx, b.off, Load{Tenant: "capacity"}, fmt.Sprintf("capacity %d %d", i, j), answerTokens(r), time.Time{}); err == nil {
 					mu.Lock()
 					served++
 					mu.Unlock()
@@ -315,10 +326,16 @@ func (b *bench) capacity(ctx context.Context) (float64, error) {
 	return float64(served) / time.Since(start).Seconds(), nil
 }
 
+// answerTokens draws an answer's length, uniform over minTokens to
+// maxTokens.
+func answerTokens(r *rand.Rand) int { return minTokens + r.IntN(maxTokens-minTokens+1) }
+
 // run sends loads to url for d (Poisson arrivals, a fixed seed per
 // tenant) and waits for every answer.
 func (b *bench) run(ctx context.Context, url string, loads []Load, d time.Duration) (Measured, error) {
 	m := Measured{TTFT: map[string][]time.Duration{}, Tokens: map[string]int{}, Outcome: map[string]*Outcome{}}
+	b.runs++
+	runN := b.runs
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -344,8 +361,9 @@ func (b *bench) run(ctx context.Context, url string, loads []Load, d time.Durati
 				mu.Lock()
 				o.Sent++
 				mu.Unlock()
+				tokens := answerTokens(r)
 				wg.Go(func() {
-					ttft, frames, err := b.stream(ctx, url, l, fmt.Sprintf("%s request %d", l.Tenant, i), end)
+					ttft, frames, err := b.stream(ctx, url, l, fmt.Sprintf("run %d, %s request %d", runN, l.Tenant, i), tokens, end)
 					mu.Lock()
 					defer mu.Unlock()
 					m.Tokens[l.Tenant] += frames
@@ -376,10 +394,10 @@ var errRefused = fmt.Errorf("429")
 // first frame and the frames that arrived before end (all of them for a
 // zero end). A 429 is errRefused; anything but a stream that ends with
 // [DONE] is a failure.
-func (b *bench) stream(ctx context.Context, url string, l Load, content string, end time.Time) (time.Duration, int, error) {
+func (b *bench) stream(ctx context.Context, url string, l Load, content string, tokens int, end time.Time) (time.Duration, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	body := fmt.Sprintf(`{"model":%q,"stream":true,"ignore_eos":true,"max_tokens":%d,"messages":[{"role":"user","content":%q}]}`, model, maxTokens, content)
+	body := fmt.Sprintf(`{"model":%q,"stream":true,"ignore_eos":true,"max_tokens":%d,"messages":[{"role":"user","content":%q}]}`, model, tokens, content)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Tenant", l.Tenant)
