@@ -13,8 +13,9 @@
 #   BENCH_ROUTING_WORKLOADS workloads of the routing section (default: all):
 #                       shared,distinct,preloaded
 #   BENCH_ROUTING_POLICIES  policies of the routing section (default: all):
-#                       prefix,least-loaded,round-robin,session,first,fleet
-#                       (fleet: 3 prefix routers behind Nginx, shared workload)
+#                       prefix,least-loaded,round-robin,session,first,fleet,prefix-flow
+#                       (fleet: 3 prefix routers behind Nginx, shared workload;
+#                       prefix-flow: a prefix router with FLOW_CONTROL=on, shared workload)
 #                       (a target whose workload or policies were left out
 #                       reads "not measured")
 #   BENCH_OUT           report file (default docs/benchmarks.md)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/fe64bb06/frontdoor/bench/internal/sse"
 	"github.com/fe64bb06/frontdoor/bench/router/floor"
+	"github.com/fe64bb06/frontdoor/bench/routing"
 )
 
 func main() {
@@ -66,7 +67,7 @@ func run() error {
 		cfg.routingWorkloads = splitList(v)
 		return nil
 	})
-	flag.Func("routing-policies", "comma-separated policies of the routing section (default: all; prefix,least-loaded,round-robin,session,first)", func(v string) error {
+	flag.Func("routing-policies", "comma-separated policies of the routing section (default: all; "+strings.Join(routing.Policies, ",")+")", func(v string) error {
 		cfg.routingPolicies = splitList(v)
 		return nil
 	})

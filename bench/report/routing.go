@@ -31,6 +31,9 @@ func runRouting(ctx context.Context, cfg config) (string, []target, error) {
 			known: tt.Known, met: tt.Met, measured: tt.Measured})
 		ts = append(ts, target{goal: fmt.Sprintf("%d replicas, shared prefix: %d routers behind Nginx, prefix-cache hit rate within 5 points of one router's (issue 29)", n, routing.FleetSize),
 			known: hits.Known, met: hits.Met, measured: hits.Measured})
+		fc := r.FlowVsPrefix(n)
+		ts = append(ts, target{goal: fmt.Sprintf("%d replicas, shared prefix: prefix p90 TTFT with flow control on within 1.1× of without (issue 28)", n),
+			known: fc.Known, met: fc.Met, measured: fc.Measured})
 		lost, p99 := r.RestartFigures(n)
 		ts = append(ts, target{goal: fmt.Sprintf("%d replicas: rolling restart of %d routers behind Nginx, requests failed 0 (issue 29)", n, routing.FleetSize),
 			known: lost.Known, met: lost.Met, measured: lost.Measured})

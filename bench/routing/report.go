@@ -42,6 +42,11 @@ func markdown(cfg Config, r Result) string {
 			"on the shared workload only; its decisions are the routers' summed. Against **prefix** (one router) it shows "+
 			"what routers that share no index lose, and what Nginx adds.\n\n", FleetSize, FleetScrape)
 	}
+	if slices.Contains(cfg.Policies, PrefixFlow) {
+		b.WriteString("**prefix-flow** is one router with the prefix policy and flow control on (`FLOW_CONTROL=on`, every other " +
+			"flow variable at its default), on the shared workload only: against **prefix** it shows what holding requests " +
+			"in the router while the engines are saturated costs routing quality.\n\n")
+	}
 	for _, n := range cfg.Replicas {
 		for _, w := range cfg.Workloads {
 			var knees, steps [][]string
@@ -114,30 +119,62 @@ func (r Result) SharedTTFT(n int) Comparison {
 }
 
 // FleetVsOne compares the fleet (FleetSize prefix routers behind Nginx)
-// with one prefix router on the shared workload, at the highest rate at
-// which both ran and the one router's p90 TTFT is within the knee bound:
-// the p90 ratio (target ≤ 1.2×) and the hit rates (target within 5
-// points).
+// with one prefix router on the shared workload, at the knee step
+// (atPrefixKnee): the p90 ratio (target ≤ 1.2×) and the hit rates (target
+// within 5 points).
 func (r Result) FleetVsOne(n int) (ttft, hits Comparison) {
-	one, ok1 := r.Curve(n, Shared, "prefix")
-	fl, ok2 := r.Curve(n, Shared, Fleet)
-	if !ok1 || !ok2 {
+	s, f, found, ok := r.atPrefixKnee(n, Fleet)
+	if !found {
 		return Comparison{}, Comparison{}
+	}
+	if !ok {
+		return Comparison{Known: true, Measured: noKnee}, Comparison{Known: true, Measured: noKnee}
+	}
+	ratio := f.P90.Seconds() / s.P90.Seconds()
+	diff := 100 * (f.HitRate - s.HitRate)
+	return Comparison{Known: true, Met: ratio <= 1.2 && f.OK == f.Sent,
+			Measured: fmt.Sprintf("%.2f× (%ss vs %ss at %.1f req/s, %d/%d served)", ratio, secs(f.P90), secs(s.P90), s.Rate, f.OK, f.Sent)},
+		Comparison{Known: true, Met: math.Abs(diff) <= 5,
+			Measured: fmt.Sprintf("%+.1f points (%.0f%% vs %.0f%% at %.1f req/s)", diff, 100*f.HitRate, 100*s.HitRate, s.Rate)}
+}
+
+// FlowVsPrefix compares prefix-flow (one prefix router with flow control
+// on) with prefix on the shared workload, at the knee step
+// (atPrefixKnee): the p90 ratio (target ≤ 1.1×).
+func (r Result) FlowVsPrefix(n int) Comparison {
+	s, f, found, ok := r.atPrefixKnee(n, PrefixFlow)
+	if !found {
+		return Comparison{}
+	}
+	if !ok {
+		return Comparison{Known: true, Measured: noKnee}
+	}
+	ratio := f.P90.Seconds() / s.P90.Seconds()
+	return Comparison{Known: true, Met: ratio <= 1.1 && f.OK == f.Sent,
+		Measured: fmt.Sprintf("%.2f× (%ss vs %ss at %.1f req/s, %d/%d served, hit rate %.0f%% vs %.0f%%)",
+			ratio, secs(f.P90), secs(s.P90), s.Rate, f.OK, f.Sent, 100*f.HitRate, 100*s.HitRate)}
+}
+
+const noKnee = "no rate where both ran within the knee bound"
+
+// atPrefixKnee finds, on the shared workload, the highest rate at which
+// both prefix and policy ran and prefix served every request with its
+// p90 TTFT within the knee bound, and returns both steps there. found is
+// false when either curve is missing, ok when such a rate exists.
+func (r Result) atPrefixKnee(n int, policy string) (prefix, other Step, found, ok bool) {
+	one, ok1 := r.Curve(n, Shared, "prefix")
+	cv, ok2 := r.Curve(n, Shared, policy)
+	if !ok1 || !ok2 {
+		return Step{}, Step{}, false, false
 	}
 	for i := len(one.Steps) - 1; i >= 0; i-- {
 		s := one.Steps[i]
-		f, ok := fl.At(s.Rate)
-		if !ok || s.P90 > kneeP90 || s.OK < s.Sent {
-			continue
+		f, ok := cv.At(s.Rate)
+		if ok && s.P90 <= kneeP90 && s.OK == s.Sent {
+			return s, f, true, true
 		}
-		ratio := f.P90.Seconds() / s.P90.Seconds()
-		diff := 100 * (f.HitRate - s.HitRate)
-		return Comparison{Known: true, Met: ratio <= 1.2 && f.OK == f.Sent,
-				Measured: fmt.Sprintf("%.2f× (%ss vs %ss at %.1f req/s, %d/%d served)", ratio, secs(f.P90), secs(s.P90), s.Rate, f.OK, f.Sent)},
-			Comparison{Known: true, Met: math.Abs(diff) <= 5,
-				Measured: fmt.Sprintf("%+.1f points (%.0f%% vs %.0f%% at %.1f req/s)", diff, 100*f.HitRate, 100*s.HitRate, s.Rate)}
 	}
-	return Comparison{Known: true, Measured: "no rate where both ran within the knee bound"}, Comparison{Known: true, Measured: "no rate where both ran within the knee bound"}
+	return Step{}, Step{}, true, false
 }
 
 // RestartFigures are the rolling restart's targets: no request failed

@@ -84,7 +84,13 @@ func selected(what string, all, sel []string) ([]string, error) {
 // Policies are compared in this order; round-robin is the baseline.
 // Fleet is not a ROUTING_POLICY but the prefix policy on FleetSize
 // routers behind Nginx, and runs on the shared workload only.
-var Policies = []string{"prefix", "least-loaded", "round-robin", "session", "first", Fleet}
+var Policies = []string{"prefix", "least-loaded", "round-robin", "session", "first", Fleet, PrefixFlow}
+
+// PrefixFlow is not a ROUTING_POLICY either but the prefix policy on a
+// router with flow control on (FLOW_CONTROL=on, defaults otherwise), on
+// the shared workload only: against prefix it shows what holding
+// requests in the router costs routing quality.
+const PrefixFlow = "prefix-flow"
 
 // Fleet is FleetSize routers (prefix policy) behind Nginx round-robin,
 // configured by the sample the manual shows (conf/nginx/mentat-routers.conf).
@@ -102,11 +108,14 @@ const (
 
 // routerPolicy is the ROUTING_POLICY of a curve's routers.
 func routerPolicy(p string) string {
-	if p == Fleet {
+	if p == Fleet || p == PrefixFlow {
 		return "prefix"
 	}
 	return p
 }
+
+// sharedOnly reports whether policy p runs on the shared workload alone.
+func sharedOnly(p string) bool { return p == Fleet || p == PrefixFlow }
 
 // Workloads.
 const (
@@ -142,8 +151,12 @@ const (
 
 // ratesPerReplica is the arrival ladder, in requests per second per
 // replica, per workload.
+//
+// Near the policies' knees (between 6 and 24 per replica on the shared
+// workload) the steps are at most 15% apart, so that a comparison at a
+// knee (a ±5% verdict, flow control's 1.1×) is not decided by a 50% jump.
 var ratesPerReplica = map[string][]float64{
-	Shared:    {1, 2, 4, 6, 8, 12, 16, 24, 32},
+	Shared:    {1, 2, 4, 6, 6.9, 7.9, 9.1, 10.5, 12, 13.8, 15.9, 18.3, 21, 24, 32},
 	Distinct:  {0.5, 1, 1.5, 2, 3, 4, 6, 8},
 	Preloaded: {1, 2, 4},
 }
@@ -307,14 +320,14 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 	// One more router per policy over the same daemon (no UDP: the seed
 	// finds the daemon), so every policy meets the same engines; the
 	// fleet's routers behind their Nginx.
-	startRouter := func(name, policy, scrape string, port int) (*harness.Proc, int, error) {
+	startRouter := func(name, policy, scrape string, port int, extra ...string) (*harness.Proc, int, error) {
 		if port == 0 {
 			var err error
 			if port, err = harness.FreePort(); err != nil {
 				return nil, 0, err
 			}
 		}
-		env := []string{"SERVE_PORT=" + strconv.Itoa(port), "MENTAT_ANNOUNCE_PORT=0", "ROUTING_POLICY=" + policy, "ROUTING_SCRAPE_S=" + scrape}
+		env := append([]string{"SERVE_PORT=" + strconv.Itoa(port), "MENTAT_ANNOUNCE_PORT=0", "ROUTING_POLICY=" + policy, "ROUTING_SCRAPE_S=" + scrape}, extra...)
 		for _, kv := range c.RouterEnvUsed {
 			if strings.HasPrefix(kv, "MENTAT_DAEMONS=") || strings.HasPrefix(kv, "POLL_INTERVAL_S=") || strings.HasPrefix(kv, "PROBE_INTERVAL_S=") {
 				env = append(env, kv)
@@ -333,7 +346,11 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 	}()
 	for _, p := range cfg.Policies[1:] {
 		if p != Fleet {
-			r, port, err := startRouter("mentatd-serve-"+p, p, "0.5", 0)
+			var extra []string
+			if p == PrefixFlow {
+				extra = []string{"FLOW_CONTROL=on"}
+			}
+			r, port, err := startRouter("mentatd-serve-"+p, routerPolicy(p), "0.5", 0, extra...)
 			if err != nil {
 				return nil, err
 			}
@@ -378,7 +395,7 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 	var curves []Curve
 	for _, w := range cfg.Workloads {
 		for _, p := range cfg.Policies {
-			if p == Fleet && w != Shared {
+			if sharedOnly(p) && w != Shared {
 				continue
 			}
 			cv := Curve{Replicas: n, Workload: w, Policy: p}
