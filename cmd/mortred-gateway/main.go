@@ -75,17 +75,27 @@ func run(confPath string) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(edge.Listener(l)) }()
-	log.Info("gateway_listening", "addr", l.Addr().String(), "models", len(setup.Config.Upstreams), "keys_file", setup.Config.KeysFile, "cors_origins", len(setup.Config.CORSOrigins))
+	log.Info("gateway_listening", "addr", l.Addr().String(), "models", len(setup.Config.Upstreams), "keys_file", setup.Config.KeysFile, "cors_origins", len(setup.Config.CORSOrigins), "host_id", setup.Config.HostID, "peers", len(setup.Config.Peers))
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Stopping: /readyz turns 503 at once and answers close their
+	// connections, while requests are still served for the drain time, so
+	// a balancer moves new work elsewhere before the listener closes.
+	gw.Drain()
+	log.Info("gateway_draining", "drain", setup.Drain.String(), "shutdown_timeout", setup.ShutdownTimeout.String())
+	time.Sleep(setup.Drain)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), setup.ShutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		log.Warn("gateway_shutdown_timeout", "shutdown_timeout", setup.ShutdownTimeout.String())
 	}
+	log.Info("gateway_stopped")
 	return nil
 }
 

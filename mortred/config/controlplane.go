@@ -80,6 +80,20 @@ type Gateway struct {
 	// CORSOrigins are the browser origins whose pages may call the
 	// gateway (scheme://host[:port], no wildcard); empty: no CORS.
 	CORSOrigins []string `toml:"cors_origins"`
+	// HostID names this host among several behind one edge (lower-case
+	// letters, digits and '-'); async job ids then carry it. "" is one
+	// host. MORTRED_HOST_ID overrides it.
+	HostID string `toml:"host_id"`
+	// Peers maps host ids to their gateways' host:port, so that a job
+	// request for a job another host holds is forwarded there. It may list
+	// this host too: every host can share one file.
+	Peers map[string]string `toml:"peers"`
+	// DrainMS is how long a stopping gateway keeps serving with /readyz
+	// answering 503 before it stops accepting; default 0.
+	DrainMS int `toml:"drain_ms"`
+	// ShutdownTimeoutMS bounds the wait for in-flight requests once the
+	// gateway stops accepting; default 10000.
+	ShutdownTimeoutMS int `toml:"shutdown_timeout_ms"`
 }
 
 // ServerPolicy is [servers.<id>].
@@ -119,6 +133,12 @@ func (g Gateway) IdleTimeout() time.Duration { return ms(g.IdleTimeoutMS) }
 
 // WriteTimeout is write_timeout_ms.
 func (g Gateway) WriteTimeout() time.Duration { return ms(g.WriteTimeoutMS) }
+
+// Drain is drain_ms.
+func (g Gateway) Drain() time.Duration { return ms(g.DrainMS) }
+
+// ShutdownTimeout is shutdown_timeout_ms.
+func (g Gateway) ShutdownTimeout() time.Duration { return ms(g.ShutdownTimeoutMS) }
 
 // LoadControlPlane reads and validates conf/mortred.toml. Unknown keys are
 // errors.
@@ -192,6 +212,7 @@ func (cp *ControlPlane) defaults() {
 	defaultInt(&g.IdleTimeoutMS, 90000)
 	defaultInt(&g.WriteTimeoutMS, 60000)
 	defaultInt(&g.MaxHeaderBytes, 65536)
+	defaultInt(&g.ShutdownTimeoutMS, 10000)
 	g.KeysFile = resolve(dir, g.KeysFile)
 	if cp.Servers == nil {
 		cp.Servers = map[string]ServerPolicy{}
@@ -245,6 +266,8 @@ func (cp *ControlPlane) Validate() error {
 		{"[gateway] idle_timeout_ms", g.IdleTimeoutMS, 1, 24 * 3600_000},
 		{"[gateway] write_timeout_ms", g.WriteTimeoutMS, 1, 24 * 3600_000},
 		{"[gateway] max_header_bytes", g.MaxHeaderBytes, 1024, 16 << 20},
+		{"[gateway] drain_ms", g.DrainMS, 0, 3600_000},
+		{"[gateway] shutdown_timeout_ms", g.ShutdownTimeoutMS, 1, 3600_000},
 	} {
 		if c.v < c.lo || c.v > c.hi {
 			bad(c.key, "%d is out of range %d..%d", c.v, c.lo, c.hi)

@@ -49,9 +49,12 @@ func fieldsByTag(v any) map[string]string {
 		if f.Kind() == reflect.Pointer {
 			f = f.Elem()
 		}
-		if f.Kind() == reflect.String {
+		switch {
+		case f.Kind() == reflect.String:
 			out[tag] = fmt.Sprintf("%q", f.String())
-		} else {
+		case f.Kind() == reflect.Map && f.Len() == 0:
+			out[tag] = "{}" // an empty TOML inline table, as the manual writes it
+		default:
 			out[tag] = fmt.Sprint(f.Interface())
 		}
 	}

@@ -60,8 +60,9 @@ commands:
   init-trust [--out FILE] [--force]
                                   write fresh, distinct tokens to an env file (mode 0600)
   init-edge --mode lan|acme|files [--server-name N] [--out DIR] [--listen PORT]
-            [--cert FILE --key FILE] [--gateway-addr HOST:PORT]
-                                  write the Nginx TLS edge in front of the gateway
+            [--cert FILE --key FILE] [--gateway-addr HOST:PORT |
+             --gateways HOST:PORT,... [--offline] [--max-fails N] [--fail-timeout D]]
+                                  write the Nginx TLS edge in front of the gateway(s)
   keys new --file F --id NAME [--models GLOB,...] [--rpm N] [--ipm N]
            [--max-concurrent N] [--priority P] [--weight W] [--expires T]
                                   make an API key: print it once, append its entry

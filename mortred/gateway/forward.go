@@ -33,10 +33,29 @@ const maxJobAnswer = 1 << 20
 // forwarded; larger and undeclared ones stream through.
 const maxSmallBody = 64 << 10
 
+// jobAnswer says which model-server answers carry job ids and URLs that
+// the gateway rewrites onto its own prefix (and host).
+type jobAnswer uint8
+
+const (
+	// notJob: an inference answer, relayed as it is.
+	notJob jobAnswer = iota
+	// jobState: every answer (POST /jobs, a job's state, its wait).
+	jobState
+	// jobResult: GET .../result: the envelope of a done job passes as it
+	// is; a refusal (409 with the job's state) is rewritten.
+	jobResult
+)
+
+// rewrites reports whether an answer of this status is rewritten.
+func (a jobAnswer) rewrites(status int) bool {
+	return a == jobState || a == jobResult && status != http.StatusOK
+}
+
 // forward relays r to u's path. gr is the request's API key grant (nil
 // without keys): its tenant goes to the model server, and the images the
 // answer counts are charged to it.
-func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, path string, rewriteJobs bool, gr *keys.Grant) {
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, path string, answer jobAnswer, gr *keys.Grant) {
 	start := time.Now()
 	st := g.up[u]
 	if r.ContentLength > g.cfg.MaxBody {
@@ -102,10 +121,13 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	charge(h, r, gr)
 	in.abandon(w)
 	h["X-Mortred-Model"] = st.modelHeader
+	if g.hostHeader != nil {
+		h[headerHost] = g.hostHeader
+	}
 	// The client has WriteTimeout from now to take the answer, or, for a
 	// stream, each chunk.
 	g.cfg.Edge.WriteDeadline(w)
-	if rewriteJobs {
+	if answer.rewrites(resp.StatusCode) {
 		g.writeJobAnswer(w, r, u, resp)
 	} else {
 		var flush func() error
@@ -136,7 +158,7 @@ func (g *Gateway) roundTrip(r *http.Request, u *Upstream, path string, body io.R
 		return nil, &buildError{err}
 	}
 	out.ContentLength = r.ContentLength
-	upstreamHeader(out.Header, r, st, tenant)
+	upstreamHeader(out.Header, r, g.forwardedFor(r), st, tenant)
 	if small != nil {
 		out = small.Attach(out)
 	}
@@ -161,15 +183,15 @@ func (e *buildError) Error() string { return e.err.Error() }
 
 // upstreamHeader fills h (the model server's request's, empty) with what
 // a model server sees of the client's header: the forwarded headers, the
-// model's own Authorization, X-Forwarded-For, and the tenant (an API key's
-// id) when there is one. A client's own X-Mortred-Tenant is never among
-// the forwarded headers: the model server trusts it for job tenancy.
-func upstreamHeader(h http.Header, r *http.Request, st *upstreamState, tenant string) {
+// model's own Authorization, X-Forwarded-For (xff), and the tenant (an API
+// key's id) when there is one. A client's own X-Mortred-Tenant is never
+// among the forwarded headers: the model server trusts it for job tenancy.
+func upstreamHeader(h http.Header, r *http.Request, xff string, st *upstreamState, tenant string) {
 	httpx.ForwardHeader(h, r.Header, forwardRequestHeaders)
 	if st.auth != nil {
 		h["Authorization"] = st.auth
 	}
-	if xff := forwardedFor(r); xff != "" {
+	if xff != "" {
 		h["X-Forwarded-For"] = []string{xff}
 	}
 	if tenant != "" {
@@ -233,9 +255,14 @@ func needsFlush(resp *http.Response) bool {
 // forwardedFor is the X-Forwarded-For the model server sees. The model
 // server rate-limits per client by the last entry when the request comes
 // from loopback, so that entry must be the real client: the peer's address,
-// unless the peer is itself a loopback proxy (the Nginx TLS edge), whose
-// own X-Forwarded-For is then kept as it is.
-func forwardedFor(r *http.Request) string {
+// unless the peer is itself a trusted proxy (the Nginx TLS edge on
+// loopback, or a peer host's gateway forwarding a job request), whose own
+// X-Forwarded-For is then kept as it is.
+func (g *Gateway) forwardedFor(r *http.Request) string {
+	return forwardedFor(r, g.trustedProxy)
+}
+
+func forwardedFor(r *http.Request, trusted func(netip.Addr) bool) string {
 	vv := r.Header["X-Forwarded-For"]
 	if len(vv) > 0 && httpx.NamedInConnection(r.Header, "X-Forwarded-For") {
 		vv = nil // the client made it hop-by-hop
@@ -252,7 +279,7 @@ func forwardedFor(r *http.Request) string {
 	if err != nil {
 		return prior
 	}
-	if ip, err := netip.ParseAddr(host); err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback() && prior != "" {
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Zone() == "" && trusted(ip.Unmap()) && prior != "" {
 		return prior
 	}
 	if prior == "" {
@@ -322,20 +349,25 @@ func (g *Gateway) abortMidResponse(r *http.Request, u *Upstream, err error) {
 }
 
 // writeJobAnswer rewrites Location, poll_url and result_url from the model
-// port's /jobs/... onto /v1/models/{id}/jobs/..., keeping every other byte.
+// port's /jobs/ID... onto /v1/models/{id}/jobs/HOST.ID..., and job_id onto
+// HOST.ID (without a host id, ID stays as it is), keeping every other byte.
 func (g *Gateway) writeJobAnswer(w http.ResponseWriter, r *http.Request, u *Upstream, resp *http.Response) {
-	prefix := "/v1/models/" + u.ID
+	rw := jobRewrite{prefix: "/v1/models/" + u.ID, host: g.cfg.HostID}
 	if loc := resp.Header.Get("Location"); strings.HasPrefix(loc, "/jobs/") {
-		w.Header().Set("Location", prefix+loc)
+		w.Header().Set("Location", rw.url(loc))
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxJobAnswer+1))
 	if err != nil {
 		g.abortOrFail(w, r, u, err)
 		return
 	}
-	if len(data) <= maxJobAnswer {
-		data = rewriteJobURLs(data, prefix)
+	if len(data) > maxJobAnswer {
+		// No job answer is this long; a model server sending one is
+		// broken, and a cut answer must not pass as whole.
+		g.abortMidResponse(r, u, fmt.Errorf("job answer over %d bytes", maxJobAnswer))
+		return
 	}
+	data = rw.apply(data)
 	w.Header().Del("Content-Length")
 	w.Header().Set("Content-Length", fmt.Sprint(len(data)))
 	w.WriteHeader(resp.StatusCode)
@@ -380,20 +412,53 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// rewriteJobURLs prefixes poll_url and result_url in a JSON object; anything
+// jobRewrite puts a model server's job ids and URLs onto the gateway's
+// prefix and host.
+type jobRewrite struct {
+	prefix string // /v1/models/{id}
+	host   string // "" without a host id
+}
+
+// id is the job id a client sees.
+func (rw jobRewrite) id(id string) string {
+	if rw.host == "" {
+		return id
+	}
+	return rw.host + "." + id
+}
+
+// url maps /jobs/ID[/more] onto prefix/jobs/HOST.ID[/more].
+func (rw jobRewrite) url(u string) string {
+	rest := strings.TrimPrefix(u, "/jobs/")
+	if rw.host == "" || rest == "" {
+		return rw.prefix + u
+	}
+	return rw.prefix + "/jobs/" + rw.id(rest)
+}
+
+// apply rewrites poll_url, result_url and job_id in a JSON object; anything
 // that is not such an object is returned unchanged.
-func rewriteJobURLs(data []byte, prefix string) []byte {
+func (rw jobRewrite) apply(data []byte) []byte {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(data, &obj) != nil {
 		return data
 	}
 	changed := false
-	for _, key := range []string{"poll_url", "result_url"} {
+	for _, key := range []string{"poll_url", "result_url", "job_id"} {
 		var s string
-		if raw, ok := obj[key]; ok && json.Unmarshal(raw, &s) == nil && strings.HasPrefix(s, "/jobs/") {
-			obj[key], _ = json.Marshal(prefix + s)
-			changed = true
+		raw, ok := obj[key]
+		if !ok || json.Unmarshal(raw, &s) != nil {
+			continue
 		}
+		switch {
+		case key == "job_id" && rw.host != "" && s != "":
+			obj[key], _ = json.Marshal(rw.id(s))
+		case key != "job_id" && strings.HasPrefix(s, "/jobs/"):
+			obj[key], _ = json.Marshal(rw.url(s))
+		default:
+			continue
+		}
+		changed = true
 	}
 	if !changed {
 		return data

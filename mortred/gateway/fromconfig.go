@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/envconf"
 	"github.com/fe64bb06/frontdoor/internal/httpx"
@@ -23,6 +24,10 @@ type Setup struct {
 	Config Config
 	// Addr is the listen address after MORTRED_LISTEN_HOST/PORT overrides.
 	Addr string
+	// Drain is how long a stopping gateway serves on with /readyz 503
+	// before it stops accepting; ShutdownTimeout bounds the wait for
+	// in-flight requests after that.
+	Drain, ShutdownTimeout time.Duration
 }
 
 // FromConfig builds the gateway's setup and applies the fail-closed rules:
@@ -52,6 +57,8 @@ func FromConfig(cp *config.ControlPlane, cat *config.Catalog, env envconf.Env) (
 		},
 		KeysFile:    g.KeysFile,
 		CORSOrigins: g.CORSOrigins,
+		HostID:      env.String(EnvHostID, g.HostID),
+		Peers:       g.Peers,
 	}
 	// A model server takes MORTRED_AUTH_TOKEN over its file's auth_token;
 	// the gateway resolves the model's token the same way.
@@ -66,7 +73,7 @@ func FromConfig(cp *config.ControlPlane, cat *config.Catalog, env envconf.Env) (
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	return &Setup{Config: cfg, Addr: net.JoinHostPort(host, strconv.Itoa(port))}, nil
+	return &Setup{Config: cfg, Addr: net.JoinHostPort(host, strconv.Itoa(port)), Drain: g.Drain(), ShutdownTimeout: g.ShutdownTimeout()}, nil
 }
 
 // upstreamAddr is where the gateway reaches a model: its own listen host,

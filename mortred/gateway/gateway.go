@@ -14,7 +14,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/httpx"
@@ -67,6 +69,13 @@ type Config struct {
 	// CORSOrigins are the origins whose browser pages may call the gateway
 	// ([gateway] cors_origins); empty answers no preflight.
 	CORSOrigins []string
+	// HostID names this host when several stand behind one edge ([gateway]
+	// host_id or MORTRED_HOST_ID): job ids become HOST.ID and answers carry
+	// X-Mortred-Host. "" keeps job ids as the model servers make them.
+	HostID string
+	// Peers maps other hosts' ids to their gateways (host:port), to forward
+	// requests for the jobs they hold. An entry for HostID is ignored.
+	Peers map[string]string
 }
 
 // DefaultMaxBody is the request size limit when Config.MaxBody is 0.
@@ -123,7 +132,7 @@ func (c *Config) Validate() error {
 	if err := httpx.CheckOrigins(c.CORSOrigins); err != nil {
 		return fmt.Errorf("[gateway] cors_origins: %w", err)
 	}
-	return nil
+	return c.checkHosts()
 }
 
 // Gateway is the data-plane handler.
@@ -141,6 +150,18 @@ type Gateway struct {
 	keys *keys.Store
 	// handler is the mux, behind CORS when origins are listed.
 	handler http.Handler
+	// peers are the other hosts' gateways by host id; peerIPs their
+	// addresses, trusted with X-Forwarded-For; peerTransport carries the
+	// job requests forwarded to them.
+	peers         map[string]*peer
+	peerIPs       map[netip.Addr]bool
+	peerTransport *http.Transport
+	// hostHeader is the X-Mortred-Host value of answers, nil without a
+	// host id.
+	hostHeader []string
+	// draining is set once the gateway is stopping: /readyz answers 503
+	// and every answer closes its connection.
+	draining atomic.Bool
 }
 
 // New validates cfg and builds the gateway. reg may be nil (a private
@@ -180,6 +201,18 @@ func New(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Gateway, e
 		ReadBufferSize:  4 << 10,
 		WriteBufferSize: 4 << 10,
 	})
+	g.peers, g.peerIPs = newPeers(cfg.HostID, cfg.Peers)
+	if len(g.peers) > 0 {
+		g.peerTransport = httpx.NewTransport(httpx.TransportConfig{
+			DialTimeout:           cfg.DialTimeout,
+			IdleConnTimeout:       cfg.IdleConnTimeout,
+			MaxIdleConnsPerHost:   maxIdleConnsPerHost,
+			ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
+		})
+	}
+	if cfg.HostID != "" {
+		g.hostHeader = []string{cfg.HostID}
+	}
 	g.up = make(map[*Upstream]*upstreamState, len(cfg.Upstreams))
 	for _, u := range g.byID {
 		g.up[u] = newUpstreamState(u, g.metrics)
@@ -208,11 +241,28 @@ func New(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Gateway, e
 const maxIdleConnsPerHost = 256
 
 // ServeHTTP implements http.Handler.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.ServeHTTP(w, r) }
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.draining.Load() {
+		// A balancer then opens a new connection for its next request,
+		// to a host that is not stopping, instead of reusing this one
+		// just as it closes (a POST sent on it would fail, not move).
+		w.Header().Set("Connection", "close")
+	}
+	g.handler.ServeHTTP(w, r)
+}
+
+// Drain marks the gateway as stopping: /readyz answers 503 from now on
+// and every answer closes its connection; requests are still served.
+func (g *Gateway) Drain() { g.draining.Store(true) }
 
 // Keys is the API key store, nil when keys are off. Its Run must go on for
 // the gateway's life (reload on change, usage series); SIGHUP calls Reload.
 func (g *Gateway) Keys() *keys.Store { return g.keys }
 
 // Close releases idle upstream connections.
-func (g *Gateway) Close() { g.transport.CloseIdleConnections() }
+func (g *Gateway) Close() {
+	g.transport.CloseIdleConnections()
+	if g.peerTransport != nil {
+		g.peerTransport.CloseIdleConnections()
+	}
+}

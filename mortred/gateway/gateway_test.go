@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,9 @@ const (
 func fakeModel(t *testing.T) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ready" {
+			return // public, as on a model server
+		}
 		if r.Header.Get("Authorization") != "Bearer "+modelTok {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
@@ -58,7 +62,11 @@ func fakeModel(t *testing.T) *httptest.Server {
 }
 
 // testServer is a gateway on a loopback listener.
-type testServer struct{ URL string }
+type testServer struct {
+	URL string
+	// stop closes the listener and every connection.
+	stop func()
+}
 
 // newGateway serves as the gateway binary does: net/http with the edge
 // limits (httpx), the gateway as its handler.
@@ -81,12 +89,19 @@ func newGatewayLog(t *testing.T, cfg Config, log *slog.Logger, ups ...Upstream) 
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = 1 << 20
 	}
-	g, err := New(cfg, log, reg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return serveGateway(t, cfg, log, ln, reg)
+}
+
+// serveGateway serves a gateway of cfg on ln.
+func serveGateway(t *testing.T, cfg Config, log *slog.Logger, ln net.Listener, reg *prometheus.Registry) (*testServer, *Gateway, *prometheus.Registry) {
+	t.Helper()
+	g, err := New(cfg, log, reg)
 	if err != nil {
+		ln.Close()
 		t.Fatal(err)
 	}
 	srv := g.cfg.Edge.Server(g, nil)
@@ -95,13 +110,16 @@ func newGatewayLog(t *testing.T, cfg Config, log *slog.Logger, ups ...Upstream) 
 		defer close(done)
 		_ = srv.Serve(g.cfg.Edge.Listener(ln))
 	}()
-	t.Cleanup(func() {
+	stop := func() {
 		http.DefaultClient.CloseIdleConnections()
 		srv.Close()
 		<-done
+	}
+	t.Cleanup(func() {
+		stop()
 		g.Close()
 	})
-	return &testServer{URL: "http://" + ln.Addr().String()}, g, reg
+	return &testServer{URL: "http://" + ln.Addr().String(), stop: stop}, g, reg
 }
 
 func do(t *testing.T, method, url, token string, body io.Reader) (*http.Response, []byte) {
@@ -387,7 +405,7 @@ func TestForwardedFor(t *testing.T) {
 		if c.prior != "" {
 			r.Header.Set("X-Forwarded-For", c.prior)
 		}
-		if got := forwardedFor(r); got != c.want {
+		if got := forwardedFor(r, netip.Addr.IsLoopback); got != c.want {
 			t.Errorf("remote %s prior %q: %q, want %q", c.remote, c.prior, got, c.want)
 		}
 	}

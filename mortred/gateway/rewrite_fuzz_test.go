@@ -8,10 +8,11 @@ import (
 	"testing"
 )
 
-// FuzzRewriteJobURLs feeds arbitrary upstream job answers to the rewrite:
-// it never panics, leaves anything it does not rewrite byte for byte, and
-// when it rewrites, the result is JSON with the same keys, both URLs under
-// the prefix and every other value unchanged.
+// FuzzRewriteJobURLs feeds arbitrary upstream job answers to the rewrite,
+// with and without a host id: it never panics, leaves anything it does not
+// rewrite byte for byte, and when it rewrites, the result is JSON with the
+// same keys, both URLs under the prefix (and host), job_id on the host, and
+// every other value unchanged.
 func FuzzRewriteJobURLs(f *testing.F) {
 	for _, s := range []string{
 		`{"job_id":"j1","state":"pending","poll_url":"/jobs/j1","result_url":"/jobs/j1/result"}` + "\n",
@@ -29,39 +30,57 @@ func FuzzRewriteJobURLs(f *testing.F) {
 	}
 	const prefix = "/v1/models/M"
 	f.Fuzz(func(t *testing.T, data []byte) {
-		in := append([]byte(nil), data...)
-		out := rewriteJobURLs(data, prefix)
-		if !bytes.Equal(data, in) {
-			t.Fatal("the input was modified")
-		}
-		if bytes.Equal(out, data) {
-			return
-		}
-		var before, after map[string]json.RawMessage
-		if err := json.Unmarshal(data, &before); err != nil {
-			t.Fatalf("rewrote a non-object: %q → %q", data, out)
-		}
-		if err := json.Unmarshal(out, &after); err != nil {
-			t.Fatalf("rewrite is not JSON: %q → %q", data, out)
-		}
-		if len(before) != len(after) {
-			t.Fatalf("keys changed: %q → %q", data, out)
-		}
-		for k, v := range before {
-			var s string
-			isURL := (k == "poll_url" || k == "result_url") && json.Unmarshal(v, &s) == nil && strings.HasPrefix(s, "/jobs/")
-			if !isURL {
-				if !jsonEqual(v, after[k]) {
-					t.Fatalf("%s changed: %s → %s", k, v, after[k])
-				}
-				continue
-			}
-			var got string
-			if err := json.Unmarshal(after[k], &got); err != nil || got != prefix+s {
-				t.Fatalf("%s: %q → %s", k, s, after[k])
-			}
+		for _, host := range []string{"", "h1"} {
+			checkRewrite(t, jobRewrite{prefix: prefix, host: host}, data)
 		}
 	})
+}
+
+// checkRewrite: rw leaves data alone, and changes only poll_url and
+// result_url under /jobs/ (onto prefix/jobs/HOST.ID) and, with a host, a
+// non-empty job_id (onto HOST.ID).
+func checkRewrite(t *testing.T, rw jobRewrite, data []byte) {
+	in := append([]byte(nil), data...)
+	out := rw.apply(data)
+	if !bytes.Equal(data, in) {
+		t.Fatal("the input was modified")
+	}
+	if bytes.Equal(out, data) {
+		return
+	}
+	var before, after map[string]json.RawMessage
+	if err := json.Unmarshal(data, &before); err != nil {
+		t.Fatalf("rewrote a non-object: %q → %q", data, out)
+	}
+	if err := json.Unmarshal(out, &after); err != nil {
+		t.Fatalf("rewrite is not JSON: %q → %q", data, out)
+	}
+	if len(before) != len(after) {
+		t.Fatalf("keys changed: %q → %q", data, out)
+	}
+	for k, v := range before {
+		var s string
+		isString := json.Unmarshal(v, &s) == nil
+		want := ""
+		switch {
+		case (k == "poll_url" || k == "result_url") && isString && strings.HasPrefix(s, "/jobs/"):
+			want = rw.prefix + "/jobs/" + strings.TrimPrefix(s, "/jobs/")
+			if rest := strings.TrimPrefix(s, "/jobs/"); rw.host != "" && rest != "" {
+				want = rw.prefix + "/jobs/" + rw.host + "." + rest
+			}
+		case k == "job_id" && isString && rw.host != "" && s != "":
+			want = rw.host + "." + s
+		default:
+			if !jsonEqual(v, after[k]) {
+				t.Fatalf("%s changed: %s → %s", k, v, after[k])
+			}
+			continue
+		}
+		var got string
+		if err := json.Unmarshal(after[k], &got); err != nil || got != want {
+			t.Fatalf("%s: %q → %s, want %q", k, s, after[k], want)
+		}
+	}
 }
 
 func jsonEqual(a, b json.RawMessage) bool {

@@ -32,47 +32,20 @@ func (g *Gateway) routes(reg *prometheus.Registry) *http.ServeMux {
 		metricsHandler.ServeHTTP(w, r)
 	})))
 	mux.Handle("/stats.json", g.bearer(g.cfg.MetricsToken, "metrics", http.HandlerFunc(g.stats)))
-	mux.Handle("/v1/models/{id}/infer", g.auth(g.model(http.MethodPost, func(u *Upstream, r *http.Request) string { return u.URI }, false)))
-	mux.Handle("/v1/models/{id}/jobs", g.auth(g.model(http.MethodPost, func(*Upstream, *http.Request) string { return "/jobs" }, true)))
-	mux.Handle("/v1/models/{id}/jobs/{job}", g.auth(g.model(http.MethodGet, jobPath(""), true)))
-	mux.Handle("/v1/models/{id}/jobs/{job}/wait", g.auth(g.model(http.MethodGet, jobPath("/wait"), true)))
-	mux.Handle("/v1/models/{id}/jobs/{job}/result", g.auth(g.model(http.MethodGet, jobPath("/result"), false)))
+	mux.HandleFunc("/readyz", g.readyz)
+	mux.Handle("/v1/models/{id}/infer", g.auth(g.model(http.MethodPost, func(u *Upstream, r *http.Request) string { return u.URI }, notJob)))
+	mux.Handle("/v1/models/{id}/jobs", g.auth(g.model(http.MethodPost, func(*Upstream, *http.Request) string { return "/jobs" }, jobState)))
+	mux.Handle("/v1/models/{id}/jobs/{job}", g.auth(g.jobRoute("", jobState)))
+	mux.Handle("/v1/models/{id}/jobs/{job}/wait", g.auth(g.jobRoute("/wait", jobState)))
+	mux.Handle("/v1/models/{id}/jobs/{job}/result", g.auth(g.jobRoute("/result", jobResult)))
 	mux.Handle("/", g.auth(http.HandlerFunc(g.legacy)))
 	return mux
 }
 
-// jobPath is the model server's path of a job route: /jobs/{job}+suffix.
-// {job} arrives decoded, so an id that is not plain unreserved characters
-// (an escaped "/", "?", "#", a dot segment, a NUL) would become another
-// path on the model port, with the model's token: "" refuses it.
-func jobPath(suffix string) func(*Upstream, *http.Request) string {
-	return func(_ *Upstream, r *http.Request) string {
-		id := r.PathValue("job")
-		if !plainSegment(id) {
-			return ""
-		}
-		return "/jobs/" + id + suffix
-	}
-}
-
-// plainSegment reports whether s is one path segment made only of URL
-// unreserved characters, and not a dot segment.
-func plainSegment(s string) bool {
-	if s == "" || s == "." || s == ".." {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
 
 // model resolves {id} and forwards to the path upstreamPath returns ("":
 // the path names no resource, 404).
-func (g *Gateway) model(method string, upstreamPath func(*Upstream, *http.Request) string, rewriteJobs bool) http.Handler {
+func (g *Gateway) model(method string, upstreamPath func(*Upstream, *http.Request) string, answer jobAnswer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u := g.byID[r.PathValue("id")]
 		if u == nil {
@@ -95,7 +68,7 @@ func (g *Gateway) model(method string, upstreamPath func(*Upstream, *http.Reques
 			return true
 		}
 		g.admitted(w, r, u, check, func(w http.ResponseWriter, gr *keys.Grant) {
-			g.forward(w, r, u, path, rewriteJobs, gr)
+			g.forward(w, r, u, path, answer, gr)
 		})
 	})
 }
@@ -117,7 +90,7 @@ func (g *Gateway) legacy(w http.ResponseWriter, r *http.Request) {
 		return true
 	}
 	g.admitted(w, r, u, check, func(w http.ResponseWriter, gr *keys.Grant) {
-		g.forward(w, r, u, u.URI, false, gr)
+		g.forward(w, r, u, u.URI, notJob, gr)
 	})
 }
 

@@ -23,7 +23,7 @@ import (
 // and carries the key in the request's context for the route.
 func (g *Gateway) keyAuth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		k, rej := g.keys.Authenticate(r.Header, clientAddr(r))
+		k, rej := g.keys.Authenticate(r.Header, clientAddr(r, g.trustedProxy))
 		if rej != nil {
 			g.keyRefusal(w, rej)
 			g.metrics.unauthorized.Inc()
@@ -55,12 +55,12 @@ func (g *Gateway) keyRefusal(w http.ResponseWriter, rej *keys.Rejection) {
 // sees it: the last entry of the X-Forwarded-For the gateway sends, which
 // is the peer, or the real client a loopback proxy (the TLS edge) named.
 // An entry that is no address falls back to the peer.
-func clientAddr(r *http.Request) string {
+func clientAddr(r *http.Request, trusted func(netip.Addr) bool) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
-	xff := forwardedFor(r)
+	xff := forwardedFor(r, trusted)
 	last := strings.TrimSpace(xff[strings.LastIndexByte(xff, ',')+1:])
 	if ip, err := netip.ParseAddr(last); err == nil {
 		return ip.WithZone("").Unmap().String()

@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,7 +72,7 @@ func FuzzUpstreamTenant(f *testing.F) {
 			r.Header["Connection"] = []string{connection}
 		}
 		h := http.Header{}
-		upstreamHeader(h, r, &upstreamState{}, tenant)
+		upstreamHeader(h, r, forwardedFor(r, netip.Addr.IsLoopback), &upstreamState{}, tenant)
 		got := h[envelope.HeaderTenant]
 		for k := range h {
 			if strings.EqualFold(k, envelope.HeaderTenant) && k != envelope.HeaderTenant {
@@ -103,7 +104,7 @@ func TestClientAddr(t *testing.T) {
 		if c.prior != "" {
 			r.Header.Set("X-Forwarded-For", c.prior)
 		}
-		if got := clientAddr(r); got != c.want {
+		if got := clientAddr(r, netip.Addr.IsLoopback); got != c.want {
 			t.Errorf("remote %s prior %q: %q, want %q", c.remote, c.prior, got, c.want)
 		}
 	}

@@ -131,10 +131,12 @@ func NewManager(cp *config.ControlPlane, cat *config.Catalog, env envconf.Env, o
 	m.gatewayURL = "http://" + net.JoinHostPort(gwHost, strconv.Itoa(env.Port(config.EnvListenPort, gw.Port, false)))
 	gwSpec := Spec{
 		Name: GatewayID, Path: opts.GatewayBin, Args: []string{"--config", cp.File},
-		Env:       append(append([]string(nil), base...), config.EnvAuthToken+"="+modelTok),
-		ReadyURL:  m.gatewayURL + "/healthz",
-		Policy:    PolicyAlways,
-		StopGrace: opts.StopGrace,
+		Env:      append(append([]string(nil), base...), config.EnvAuthToken+"="+modelTok),
+		ReadyURL: m.gatewayURL + "/healthz",
+		Policy:   PolicyAlways,
+		// A stopping gateway drains and then waits for its in-flight
+		// requests: SIGKILL only after both had their time.
+		StopGrace: max(opts.StopGrace, gw.Drain()+gw.ShutdownTimeout()+5*time.Second),
 	}
 	m.add(&Managed{ID: GatewayID, Name: "mortred-gateway", Category: "gateway", Port: gw.Port, Enabled: true, Auto: true,
 		Child: NewChild(gwSpec, logFor(GatewayID), log)})
@@ -202,10 +204,19 @@ func randomToken() string {
 // servers (at most start_concurrency at once), and blocks until ctx ends;
 // then every child is stopped before Run returns, so nothing is orphaned.
 func (m *Manager) Run(ctx context.Context) {
+	// The model servers stop only once the gateway has: it first drains
+	// and finishes the requests it relays to them, which would fail if
+	// their models went first.
+	modelCtx, stopModels := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopModels()
 	for _, id := range m.order {
 		c := m.byID[id].Child
 		m.wg.Add(1)
-		go func() { defer m.wg.Done(); c.Run(ctx) }()
+		if id == GatewayID {
+			go func() { defer m.wg.Done(); c.Run(ctx); stopModels() }()
+			continue
+		}
+		go func() { defer m.wg.Done(); c.Run(modelCtx) }()
 	}
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.hist.run(ctx) }()

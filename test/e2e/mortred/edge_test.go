@@ -32,18 +32,8 @@ func needTool(t *testing.T, path, pkg string) {
 // inference over HTTPS through Nginx → gateway → model server.
 func testTLSEdge(t *testing.T, sup *stack.Supervisor) {
 	needTool(t, nginxBin, "nginx-light")
-	opensslBin, err := exec.LookPath("openssl")
-	if err != nil {
-		t.Fatal("openssl is missing (Debian package openssl): run make setup")
-	}
 	dir := t.TempDir()
-	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	out, err := exec.Command(opensslBin, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-		"-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost",
-		"-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1").CombinedOutput()
-	if err != nil {
-		t.Fatalf("openssl: %v\n%s", err, out)
-	}
+	cert, key := opensslCert(t, dir)
 	edge := filepath.Join(dir, "edge")
 	port := testproc.FreePort(t)
 	r := ctl(t, sup, nil, "init-edge", "--mode", "files", "--cert", cert, "--key", key,
@@ -61,29 +51,8 @@ func testTLSEdge(t *testing.T, sup *stack.Supervisor) {
 			t.Fatalf("site config lacks %q:\n%s", want, site)
 		}
 	}
-	conf := filepath.Join(edge, "nginx.conf")
-	if out, err := exec.Command(nginxBin, "-t", "-p", edge, "-c", conf, "-e", filepath.Join(edge, "error.log")).CombinedOutput(); err != nil {
-		t.Fatalf("nginx -t: %v\n%s", err, out)
-	}
-	ngx := stack.Start(t, nginxBin, []string{"-p", edge, "-c", conf, "-e", filepath.Join(edge, "error.log"), "-g", "daemon off;"}, stack.BaseEnv())
-	t.Cleanup(func() {
-		if t.Failed() {
-			logs, _ := os.ReadFile(filepath.Join(edge, "error.log"))
-			t.Logf("nginx error.log:\n%s", logs)
-		}
-	})
-
-	pem, err := os.ReadFile(cert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		t.Fatal("cannot parse the openssl certificate")
-	}
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: time.Minute}
+	ngx := startNginx(t, edge)
+	client := trustingClient(t, cert, time.Minute)
 	base := fmt.Sprintf("https://127.0.0.1:%d", port)
 	send := func(method, path, token string, body []byte) (int, http.Header, []byte, error) {
 		req, err := http.NewRequest(method, base+path, bytes.NewReader(body))
@@ -152,4 +121,56 @@ func testTLSEdge(t *testing.T, sup *stack.Supervisor) {
 			t.Fatalf("nginx -t: %v\n%s", err, out)
 		}
 	})
+}
+
+// opensslCert makes a self-signed certificate for localhost and 127.0.0.1
+// with openssl, in dir.
+func opensslCert(t *testing.T, dir string) (cert, key string) {
+	t.Helper()
+	opensslBin, err := exec.LookPath("openssl")
+	if err != nil {
+		t.Fatal("openssl is missing (Debian package openssl): run make setup")
+	}
+	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	out, err := exec.Command(opensslBin, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+		"-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost",
+		"-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("openssl: %v\n%s", err, out)
+	}
+	return cert, key
+}
+
+// startNginx checks and runs the standalone configuration init-edge wrote
+// in edge; its error log is shown when the test fails.
+func startNginx(t *testing.T, edge string) *testproc.Proc {
+	t.Helper()
+	conf := filepath.Join(edge, "nginx.conf")
+	if out, err := exec.Command(nginxBin, "-t", "-p", edge, "-c", conf, "-e", filepath.Join(edge, "error.log")).CombinedOutput(); err != nil {
+		t.Fatalf("nginx -t: %v\n%s", err, out)
+	}
+	ngx := stack.Start(t, nginxBin, []string{"-p", edge, "-c", conf, "-e", filepath.Join(edge, "error.log"), "-g", "daemon off;"}, stack.BaseEnv())
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs, _ := os.ReadFile(filepath.Join(edge, "error.log"))
+			t.Logf("nginx error.log:\n%s", testproc.Tail(string(logs), 6000))
+		}
+	})
+	return ngx
+}
+
+// trustingClient is an HTTPS client that trusts cert (and only it).
+func trustingClient(t *testing.T, cert string, timeout time.Duration) *http.Client {
+	t.Helper()
+	pem, err := os.ReadFile(cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatal("cannot parse the openssl certificate")
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 16}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: timeout}
 }

@@ -33,7 +33,8 @@ var supervisorModels = []stack.Model{
 // supervisor and looks for leftovers.
 func TestSupervisor(t *testing.T) {
 	t.Parallel()
-	conf := stack.WriteConf(t, supervisorModels, nil)
+	// The gateway drains for 1.5 s when it stops (SIGTERMLeavesNoChild).
+	conf := stack.WriteConf(t, supervisorModels, map[string]any{"drain_ms": 1500})
 	sup := stack.StartSupervisor(t, conf, stack.NewTokens())
 	for _, id := range []string{"TM", "CRASH", "GRACE"} {
 		sup.WaitReady(t, id, 60*time.Second)
@@ -441,12 +442,45 @@ func testNoOrphans(t *testing.T, sup *stack.Supervisor) {
 		}
 		pids = append(pids, st.PID)
 	}
+	gw := sup.Conf.GatewayURL()
+	infer := func(params string) (stack.Reply, error) {
+		return stack.Do(stack.Req{Method: "POST", URL: gw + "/v1/models/TM/infer", Token: sup.Tokens.API, CType: "application/json",
+			Body: stack.Envelope("stop", params, stack.LightPNG)})
+	}
+	// A request in flight when the SIGTERM comes.
+	type result struct {
+		rep stack.Reply
+		err error
+	}
+	inflight := make(chan result, 1)
+	go func() {
+		rep, err := infer(`{"delay_ms":2500}`)
+		inflight <- result{rep, err}
+	}()
+	// Sent before the signal; one that arrived only during the drain
+	// would be served all the same.
+	time.Sleep(300 * time.Millisecond)
 	if err := sup.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
+	}
+	// The gateway stops first: while it drains, /readyz says so and new
+	// requests are still served (the models have not been told to stop).
+	testproc.Eventually(t, 1200*time.Millisecond, "/readyz 503 draining", func() error {
+		r, err := stack.Do(stack.Req{URL: gw + "/readyz"})
+		if err != nil || r.Code != 503 || !bytes.Contains(r.Body, []byte(`"draining":true`)) {
+			return fmt.Errorf("%v %v", r, err)
+		}
+		return nil
+	})
+	if r, err := infer(""); err != nil || r.Code != 200 {
+		t.Errorf("a request while the gateway drains: %v %v; want it served", r, err)
 	}
 	code, ok := sup.ExitCode(60 * time.Second)
 	if !ok || code != 0 {
 		t.Fatalf("supervisor exit %d (exited: %v): %s", code, ok, sup.Output())
+	}
+	if r := <-inflight; r.err != nil || r.rep.Code != 200 {
+		t.Errorf("the request in flight at SIGTERM: %v %v; want it served", r.rep, r.err)
 	}
 	for _, pid := range pids {
 		if testproc.Alive(pid) {

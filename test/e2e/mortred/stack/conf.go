@@ -2,6 +2,7 @@ package stack
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -35,6 +36,9 @@ func (m Model) URI() string {
 //
 //	DIR/mortred.toml, DIR/server/<ID>.toml, DIR/models/<ID>.toml, DIR/logs/
 type Conf struct {
+	// Host is where the supervisor and gateway listen (127.0.0.1 unless
+	// WriteConfAt named another).
+	Host        string
 	Dir         string
 	File        string // DIR/mortred.toml
 	APIPort     int
@@ -45,11 +49,25 @@ type Conf struct {
 // ServerFile is the model-server file of id.
 func (c *Conf) ServerFile(id string) string { return filepath.Join(c.Dir, "server", id+".toml") }
 
-// GatewayURL is http://127.0.0.1:<gateway port>.
-func (c *Conf) GatewayURL() string { return fmt.Sprintf("http://127.0.0.1:%d", c.GatewayPort) }
+// GatewayURL is http://<host>:<gateway port>.
+func (c *Conf) GatewayURL() string { return "http://" + c.GatewayAddr() }
 
-// APIURL is http://127.0.0.1:<supervisor port>.
-func (c *Conf) APIURL() string { return fmt.Sprintf("http://127.0.0.1:%d", c.APIPort) }
+// GatewayAddr is <host>:<gateway port>.
+func (c *Conf) GatewayAddr() string {
+	return net.JoinHostPort(c.host(), strconv.Itoa(c.GatewayPort))
+}
+
+// APIURL is http://<host>:<supervisor port>.
+func (c *Conf) APIURL() string {
+	return "http://" + net.JoinHostPort(c.host(), strconv.Itoa(c.APIPort))
+}
+
+func (c *Conf) host() string {
+	if c.Host == "" {
+		return "127.0.0.1"
+	}
+	return c.Host
+}
 
 // LogDir is where the supervisor writes child logs.
 func (c *Conf) LogDir() string { return filepath.Join(c.Dir, "logs") }
@@ -58,15 +76,28 @@ func (c *Conf) LogDir() string { return filepath.Join(c.Dir, "logs") }
 // adds or overrides [gateway] keys.
 func WriteConf(t testing.TB, models []Model, gateway map[string]any) *Conf {
 	t.Helper()
+	return WriteConfAt(t, "127.0.0.1", models, gateway)
+}
+
+// WriteConfAt is WriteConf with the supervisor and gateway listening on
+// host (a network namespace's address; the ports are then fixed, since
+// the namespace has them all free, and the models stay on its loopback).
+func WriteConfAt(t testing.TB, host string, models []Model, gateway map[string]any) *Conf {
+	t.Helper()
 	dir := t.TempDir()
-	c := &Conf{Dir: dir, File: filepath.Join(dir, "mortred.toml"), APIPort: testproc.FreePort(t), GatewayPort: testproc.FreePort(t), Models: map[string]Model{}}
+	c := &Conf{Host: host, Dir: dir, File: filepath.Join(dir, "mortred.toml"), Models: map[string]Model{}}
+	if host == "127.0.0.1" {
+		c.APIPort, c.GatewayPort = testproc.FreePort(t), testproc.FreePort(t)
+	} else {
+		c.APIPort, c.GatewayPort = 8787, 8080
+	}
 	for _, sub := range []string{"server", "models"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	gw := map[string]any{
-		"host": "127.0.0.1", "port": c.GatewayPort, "request_size_limit_mb": 64, "max_connections": 256,
+		"host": host, "port": c.GatewayPort, "request_size_limit_mb": 64, "max_connections": 256,
 		"upstream_connect_timeout_ms": 2000, "upstream_response_timeout_ms": 120000, "upstream_idle_timeout_ms": 30000,
 	}
 	for k, v := range gateway {
@@ -74,7 +105,7 @@ func WriteConf(t testing.TB, models []Model, gateway map[string]any) *Conf {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "[supervisor]\n%s\n[gateway]\n%s", table(map[string]any{
-		"api_host": "127.0.0.1", "api_port": c.APIPort, "autostart_default": true, "start_concurrency": 2,
+		"api_host": host, "api_port": c.APIPort, "autostart_default": true, "start_concurrency": 2,
 		"log_dir": "logs", "log_rotate_mb": 1, "server_conf_dir": "server",
 	}), table(gw))
 	for _, m := range models {
@@ -126,6 +157,18 @@ func table(kv map[string]any) string {
 		switch x := v.(type) {
 		case string:
 			fmt.Fprintf(&b, "%s = %s\n", k, strconv.Quote(x))
+		case map[string]string:
+			// An inline table, e.g. [gateway] peers.
+			names := make([]string, 0, len(x))
+			for n := range x {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			parts := make([]string, len(names))
+			for i, n := range names {
+				parts[i] = n + " = " + strconv.Quote(x[n])
+			}
+			fmt.Fprintf(&b, "%s = { %s }\n", k, strings.Join(parts, ", "))
 		default:
 			fmt.Fprintf(&b, "%s = %v\n", k, x)
 		}

@@ -39,9 +39,18 @@ type Supervisor struct {
 // found beside the supervisor's (testbin builds them into one directory).
 func StartSupervisor(t testing.TB, conf *Conf, tk Tokens) *Supervisor {
 	t.Helper()
+	return StartSupervisorWith(t, conf, tk, nil)
+}
+
+// StartSupervisorWith is StartSupervisor with the command run through
+// wrap (e.g. `ip netns exec NS`, for a host of its own) and extra
+// environment variables.
+func StartSupervisorWith(t testing.TB, conf *Conf, tk Tokens, wrap []string, env ...string) *Supervisor {
+	t.Helper()
 	testproc.Bin(t, "mortred-server")
 	testproc.Bin(t, "mortred-gateway")
-	p := Start(t, testproc.Bin(t, "mortred-supervisor"), []string{"--config", conf.File}, tk.Env())
+	argv := append(append(append([]string(nil), wrap...), testproc.Bin(t, "mortred-supervisor")), "--config", conf.File)
+	p := Start(t, argv[0], argv[1:], tk.Env(env...))
 	s := &Supervisor{Proc: p, Conf: conf, Tokens: tk}
 	testproc.Eventually(t, 60*time.Second, "supervisor health", func() error {
 		select {
