@@ -64,18 +64,27 @@ func run(confPath string) error {
 	srv := edge.Server(gw, slog.NewLogLogger(log.Handler(), slog.LevelDebug))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP reloads the key file (when keys are on) and the routes file
+	// (when the supervisor passed one).
+	var reloads []func() error
 	if ks := gw.Keys(); ks != nil {
+		go ks.Run(ctx)
+		reloads = append(reloads, ks.Reload)
+	}
+	if setup.Config.RoutesFile != "" {
+		reloads = append(reloads, gw.ReloadRoutes)
+	}
+	if len(reloads) > 0 {
 		// Notified before the listener opens, so that a SIGHUP is never
 		// the default action (exit) once clients can connect.
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
-		go ks.Run(ctx)
-		go reloadOnHangUp(ctx, hup, ks.Reload)
+		go reloadOnHangUp(ctx, hup, reloads...)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(edge.Listener(l)) }()
-	log.Info("gateway_listening", "addr", l.Addr().String(), "models", len(setup.Config.Upstreams), "keys_file", setup.Config.KeysFile, "cors_origins", len(setup.Config.CORSOrigins), "host_id", setup.Config.HostID, "peers", len(setup.Config.Peers))
+	log.Info("gateway_listening", "addr", l.Addr().String(), "models", len(setup.Config.Upstreams), "keys_file", setup.Config.KeysFile, "cors_origins", len(setup.Config.CORSOrigins), "host_id", setup.Config.HostID, "peers", len(setup.Config.Peers), "routes_file", setup.Config.RoutesFile)
 	select {
 	case err := <-errc:
 		return err
@@ -99,15 +108,19 @@ func run(confPath string) error {
 	return nil
 }
 
-// reloadOnHangUp reloads the key file on each SIGHUP until ctx ends. A
-// failed reload keeps the keys in force; the store logs and counts it.
-func reloadOnHangUp(ctx context.Context, hup <-chan os.Signal, reload func() error) {
+// reloadOnHangUp runs every reload, in order, on each SIGHUP until ctx
+// ends. Each is independent: a failed one keeps what it reloads in force
+// (the key store and the gateway log and count it) and does not stop the
+// others.
+func reloadOnHangUp(ctx context.Context, hup <-chan os.Signal, reloads ...func() error) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			_ = reload()
+			for _, reload := range reloads {
+				_ = reload()
+			}
 		}
 	}
 }

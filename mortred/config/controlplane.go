@@ -39,6 +39,10 @@ type Supervisor struct {
 	// ServerConfDir holds the model-server files (the catalog); default
 	// "server", relative to this file's directory.
 	ServerConfDir string `toml:"server_conf_dir"`
+	// RunDir holds what rollouts write: the new versions' files and the
+	// gateway's routes to them; default "run", relative to this file's
+	// directory.
+	RunDir string `toml:"run_dir"`
 }
 
 // Gateway is [gateway].
@@ -194,6 +198,10 @@ func (cp *ControlPlane) defaults() {
 	}
 	s.LogDir = resolve(dir, s.LogDir)
 	s.ServerConfDir = resolve(dir, s.ServerConfDir)
+	if s.RunDir == "" {
+		s.RunDir = "run"
+	}
+	s.RunDir = resolve(dir, s.RunDir)
 	defaultInt(&s.APIPort, 8787)
 	defaultInt(&s.StartConcurrency, 2)
 	defaultInt(&s.LogRotateMB, 10)

@@ -28,6 +28,11 @@ func (c *CLI) call(method, path string, out any) error {
 }
 
 func (c *CLI) do(method, u string, body []byte, ctype string, out any, who string) error {
+	return c.doWith(client, method, u, body, ctype, out, who)
+}
+
+// doWith is do through cl (a rollout waits longer than other calls).
+func (c *CLI) doWith(cl *http.Client, method, u string, body []byte, ctype string, out any, who string) error {
 	req, err := http.NewRequest(method, u, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -36,7 +41,7 @@ func (c *CLI) do(method, u string, body []byte, ctype string, out any, who strin
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}
-	resp, err := client.Do(req)
+	resp, err := cl.Do(req)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			return fmt.Errorf("cannot reach %s (connection refused): is it running? (--addr/--gateway or MORTREDCTL_ADDR/MORTREDCTL_GATEWAY_ADDR)", who)

@@ -57,6 +57,10 @@ commands:
   start|stop|restart ID           lifecycle of one model server (or "gateway")
   logs ID [--offset N] [--limit N] [--follow]
   infer ID --image PATH           send one image through the gateway
+  rollout ID [--model-file F | --config F] [--version V]
+                                  start a new version beside the one serving, warm it,
+                                  switch the gateway to it, drain the old one
+  rollback ID                     the same, back to the version the last rollout replaced
   init-trust [--out FILE] [--force]
                                   write fresh, distinct tokens to an env file (mode 0600)
   init-edge --mode lan|acme|files [--server-name N] [--out DIR] [--listen PORT]
@@ -123,6 +127,8 @@ func (c *CLI) run(args []string) error {
 		return c.catalog(rest)
 	case "start", "stop", "restart":
 		return c.lifecycle(cmd, rest)
+	case "rollout", "rollback":
+		return c.rollout(cmd, rest)
 	case "logs":
 		return c.logs(rest)
 	case "infer":

@@ -263,4 +263,3 @@ func upstreamName(id string, names map[string]bool) string {
 	names[strings.ToLower(name)] = true
 	return name
 }
-

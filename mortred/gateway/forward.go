@@ -52,9 +52,11 @@ func (a jobAnswer) rewrites(status int) bool {
 	return a == jobState || a == jobResult && status != http.StatusOK
 }
 
-// forward relays r to u's path. gr is the request's API key grant (nil
-// without keys): its tenant goes to the model server, and the images the
-// answer counts are charged to it.
+// forward relays r to u's path on the model's active instance. gr is the
+// request's API key grant (nil without keys): its tenant goes to the model
+// server, and the images the answer counts are charged to it. A GET of a
+// job (answer not notJob) that the active instance answers 404 is asked of
+// the draining instances too (see fromDraining).
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, path string, answer jobAnswer, gr *keys.Grant) {
 	start := time.Now()
 	st := g.up[u]
@@ -102,7 +104,12 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 			body = in
 		}
 	}
-	resp, err := g.roundTrip(r, u, path, body, small, st, tenantOf(gr))
+	// The route is loaded once: a reload while this request runs does not
+	// move it.
+	rt := st.route.Load()
+	inst := &rt.active
+	tenant := tenantOf(gr)
+	resp, err := g.roundTrip(r, inst.addr, path, body, small, st, tenant)
 	var be *buildError
 	if errors.As(err, &be) {
 		writeEnvelope(w, http.StatusBadGateway, statusServerError, "cannot build the upstream request: "+be.err.Error(), "")
@@ -111,8 +118,12 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	}
 	if err != nil {
 		in.abandon(w)
-		g.upstreamError(w, r, u, in, err)
+		g.upstreamError(w, r, u, inst.addr, in, err)
 		return
+	}
+	if resp.StatusCode == http.StatusNotFound && len(rt.draining) > 0 && answer != notJob &&
+		r.Method == http.MethodGet && body == http.NoBody && small == nil {
+		resp, inst = g.fromDraining(r, u, path, st, tenant, rt, resp)
 	}
 	defer resp.Body.Close()
 
@@ -121,6 +132,9 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	charge(h, r, gr)
 	in.abandon(w)
 	h["X-Mortred-Model"] = st.modelHeader
+	if inst.versionHeader != nil {
+		h[headerVersion] = inst.versionHeader
+	}
 	if g.hostHeader != nil {
 		h[headerHost] = g.hostHeader
 	}
@@ -128,7 +142,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	// stream, each chunk.
 	g.cfg.Edge.WriteDeadline(w)
 	if answer.rewrites(resp.StatusCode) {
-		g.writeJobAnswer(w, r, u, resp)
+		g.writeJobAnswer(w, r, u, inst.addr, resp)
 	} else {
 		var flush func() error
 		var dst io.Writer = w
@@ -149,11 +163,11 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	st.observe(time.Since(start).Seconds())
 }
 
-// roundTrip sends the model server's request through the Transport.
-// Errors read as http.Client reports them, for the same log and 502 text.
-// A small body read whole (small) is attached instead of body.
-func (g *Gateway) roundTrip(r *http.Request, u *Upstream, path string, body io.Reader, small *httpx.Body, st *upstreamState, tenant string) (*http.Response, error) {
-	out, err := upstreamRequest(r, u.Addr, path, body)
+// roundTrip sends the model server's request to addr through the
+// Transport. Errors read as http.Client reports them, for the same log and
+// 502 text. A small body read whole (small) is attached instead of body.
+func (g *Gateway) roundTrip(r *http.Request, addr, path string, body io.Reader, small *httpx.Body, st *upstreamState, tenant string) (*http.Response, error) {
+	out, err := upstreamRequest(r, addr, path, body)
 	if err != nil {
 		return nil, &buildError{err}
 	}
@@ -167,6 +181,46 @@ func (g *Gateway) roundTrip(r *http.Request, u *Upstream, path string, body io.R
 		return nil, &url.Error{Op: urlErrorOp(out.Method), URL: out.URL.String(), Err: err}
 	}
 	return resp, nil
+}
+
+// fromDraining asks rt's draining instances, in order, for the job that
+// the active instance answered 404 for (notFound): the job may have been
+// submitted before the rollout. The first answer that is not a 404 is
+// relayed, with the instance that gave it; when every one answers 404 or
+// cannot be reached (a stopped instance refuses), notFound is. Answers not
+// relayed are drained and closed. Only GETs without a body come here, so
+// sending one again is safe.
+func (g *Gateway) fromDraining(r *http.Request, u *Upstream, path string, st *upstreamState, tenant string, rt *route, notFound *http.Response) (*http.Response, *instance) {
+	for i := range rt.draining {
+		d := &rt.draining[i]
+		resp, err := g.roundTrip(r, d.addr, path, http.NoBody, nil, st, tenant)
+		if err != nil {
+			if r.Context().Err() != nil {
+				break // the client is gone; relaying notFound finds out
+			}
+			if !errors.Is(err, syscall.ECONNREFUSED) {
+				g.log.Warn("gateway_draining_failed", "model", u.ID, "addr", d.addr, "err", err)
+			}
+			continue
+		}
+		if resp.StatusCode == http.StatusNotFound {
+			discard(resp)
+			continue
+		}
+		discard(notFound)
+		return resp, d
+	}
+	return notFound, &rt.active
+}
+
+// maxDiscard bounds what is read of an answer that is not relayed, so that
+// its connection can be reused; a longer one is closed instead.
+const maxDiscard = 64 << 10
+
+// discard drains and closes an answer that is not relayed.
+func discard(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDiscard))
+	resp.Body.Close()
 }
 
 // refuse answers a request the gateway itself turns away.
@@ -291,8 +345,9 @@ func forwardedFor(r *http.Request, trusted func(netip.Addr) bool) string {
 // errClientWrite marks a copy that failed writing to the client.
 var errClientWrite = errors.New("writing to the client failed")
 
-// upstreamError classifies a failure before any response byte was sent.
-func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, u *Upstream, in *eofReader, err error) {
+// upstreamError classifies a failure before any response byte was sent;
+// addr is the model server's address the request went to.
+func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, u *Upstream, addr string, in *eofReader, err error) {
 	// The wait for the model may have outlasted the request's first
 	// write deadline.
 	g.cfg.Edge.WriteDeadline(w)
@@ -323,13 +378,13 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, u *Upstr
 	case errors.Is(err, syscall.ECONNREFUSED):
 		w.Header().Set("Retry-After", "1")
 		writeEnvelope(w, http.StatusServiceUnavailable, statusNotReady,
-			refusedMessage(u), "")
+			refusedMessage(u, addr), "")
 		g.metrics.upstreamErrors.WithLabelValues(u.ID, "refused").Inc()
 		g.metrics.request(u.ID, http.StatusServiceUnavailable)
 	default:
-		g.log.Warn("gateway_upstream_failed", "model", u.ID, "addr", u.Addr, "err", err)
+		g.log.Warn("gateway_upstream_failed", "model", u.ID, "addr", addr, "err", err)
 		writeEnvelope(w, http.StatusBadGateway, statusServerError,
-			fmt.Sprintf("model %s at %s failed before answering: %v", u.ID, u.Addr, trimErr(err)), "")
+			fmt.Sprintf("model %s at %s failed before answering: %v", u.ID, addr, trimErr(err)), "")
 		g.metrics.upstreamErrors.WithLabelValues(u.ID, "transport").Inc()
 		g.metrics.request(u.ID, http.StatusBadGateway)
 	}
@@ -351,14 +406,15 @@ func (g *Gateway) abortMidResponse(r *http.Request, u *Upstream, err error) {
 // writeJobAnswer rewrites Location, poll_url and result_url from the model
 // port's /jobs/ID... onto /v1/models/{id}/jobs/HOST.ID..., and job_id onto
 // HOST.ID (without a host id, ID stays as it is), keeping every other byte.
-func (g *Gateway) writeJobAnswer(w http.ResponseWriter, r *http.Request, u *Upstream, resp *http.Response) {
+// addr is the model server's address that answered.
+func (g *Gateway) writeJobAnswer(w http.ResponseWriter, r *http.Request, u *Upstream, addr string, resp *http.Response) {
 	rw := jobRewrite{prefix: "/v1/models/" + u.ID, host: g.cfg.HostID}
 	if loc := resp.Header.Get("Location"); strings.HasPrefix(loc, "/jobs/") {
 		w.Header().Set("Location", rw.url(loc))
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxJobAnswer+1))
 	if err != nil {
-		g.abortOrFail(w, r, u, err)
+		g.abortOrFail(w, r, u, addr, err)
 		return
 	}
 	if len(data) > maxJobAnswer {
@@ -374,11 +430,11 @@ func (g *Gateway) writeJobAnswer(w http.ResponseWriter, r *http.Request, u *Upst
 	_, _ = w.Write(data)
 }
 
-func (g *Gateway) abortOrFail(w http.ResponseWriter, r *http.Request, u *Upstream, err error) {
+func (g *Gateway) abortOrFail(w http.ResponseWriter, r *http.Request, u *Upstream, addr string, err error) {
 	for k := range w.Header() {
 		w.Header().Del(k)
 	}
-	g.upstreamError(w, r, u, nil, err)
+	g.upstreamError(w, r, u, addr, nil, err)
 }
 
 // bodyError answers a small body that could not be read whole: too slow
@@ -559,8 +615,9 @@ func (e *eofReader) abandon(w http.ResponseWriter) {
 }
 
 // refusedMessage answers a request whose model server refused the
-// connection: nothing listens on its port, so it is stopped, starting or
-// crashed, and mortredctl status tells which (and, for a crash, why).
-func refusedMessage(u *Upstream) string {
-	return fmt.Sprintf("model %s is not running (connection refused at %s): `mortredctl status` shows whether it is starting, stopped or crashed and why; `mortredctl start %s` starts a stopped one; retry after Retry-After", u.ID, u.Addr, u.ID)
+// connection at addr: nothing listens on its port, so it is stopped,
+// starting or crashed, and mortredctl status tells which (and, for a
+// crash, why).
+func refusedMessage(u *Upstream, addr string) string {
+	return fmt.Sprintf("model %s is not running (connection refused at %s): `mortredctl status` shows whether it is starting, stopped or crashed and why; `mortredctl start %s` starts a stopped one; retry after Retry-After", u.ID, addr, u.ID)
 }

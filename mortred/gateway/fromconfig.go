@@ -59,6 +59,7 @@ func FromConfig(cp *config.ControlPlane, cat *config.Catalog, env envconf.Env) (
 		CORSOrigins: g.CORSOrigins,
 		HostID:      env.String(EnvHostID, g.HostID),
 		Peers:       g.Peers,
+		RoutesFile:  env.String(EnvRoutesFile, ""),
 	}
 	// A model server takes MORTRED_AUTH_TOKEN over its file's auth_token;
 	// the gateway resolves the model's token the same way.

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -76,6 +77,12 @@ type Config struct {
 	// Peers maps other hosts' ids to their gateways (host:port), to forward
 	// requests for the jobs they hold. An entry for HostID is ignored.
 	Peers map[string]string
+	// RoutesFile is the routes file the supervisor writes during model
+	// rollouts (MORTRED_ROUTES_FILE; no mortred.toml key). "" or a path
+	// where no file exists serves every model at its catalog address; a
+	// file that exists must parse, or New fails. ReloadRoutes reads it
+	// again.
+	RoutesFile string
 }
 
 // DefaultMaxBody is the request size limit when Config.MaxBody is 0.
@@ -162,6 +169,10 @@ type Gateway struct {
 	// draining is set once the gateway is stopping: /readyz answers 503
 	// and every answer closes its connection.
 	draining atomic.Bool
+	// routesMu serializes routes file loads; routesGeneration is the
+	// generation of the file in force (0 without one).
+	routesMu         sync.Mutex
+	routesGeneration atomic.Int64
 }
 
 // New validates cfg and builds the gateway. reg may be nil (a private
@@ -216,6 +227,13 @@ func New(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Gateway, e
 	g.up = make(map[*Upstream]*upstreamState, len(cfg.Upstreams))
 	for _, u := range g.byID {
 		g.up[u] = newUpstreamState(u, g.metrics)
+	}
+	if cfg.RoutesFile != "" {
+		// A file that exists but does not parse is an error naming the
+		// file and the reason: the gateway does not start on it.
+		if err := g.loadRoutes(); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.KeysFile != "" {
 		// A file that cannot be read or parsed is an error naming file,

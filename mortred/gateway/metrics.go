@@ -14,6 +14,7 @@ type metrics struct {
 	upstreamErrors *prometheus.CounterVec
 	clientClosed   *prometheus.CounterVec
 	unauthorized   prometheus.Counter
+	routesReloads  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -34,8 +35,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		unauthorized: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mortred_gateway_unauthorized_total", Help: "Requests refused for a missing or wrong Bearer token.",
 		}),
+		routesReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mortred_gateway_routes_reloads_total", Help: "Reloads of the routes file (SIGHUP), by result: ok, or error (the routes in force stay).",
+		}, []string{"result"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.upstreamErrors, m.clientClosed, m.unauthorized)
+	m.routesReloads.WithLabelValues("ok")
+	m.routesReloads.WithLabelValues("error")
+	reg.MustRegister(m.requests, m.duration, m.upstreamErrors, m.clientClosed, m.unauthorized, m.routesReloads)
 	return m
 }
 
@@ -45,7 +51,8 @@ func (m *metrics) request(model string, status int) {
 
 // upstreamState is one model's per-request constants: its Authorization
 // value and its metric children, found once instead of by a label lookup
-// (hash and lock) on every request.
+// (hash and lock) on every request; and its route, which a routes file
+// reload replaces.
 type upstreamState struct {
 	auth []string // nil when the model takes no token
 	// modelHeader is the X-Mortred-Model value of its answers (shared:
@@ -55,10 +62,14 @@ type upstreamState struct {
 	m           *metrics
 	id          string
 	codes       sync.Map // int → prometheus.Counter
+	// route is where the model's requests go now: its catalog address, or
+	// the instances of the routes file. A request loads it once.
+	route atomic.Pointer[route]
 }
 
 func newUpstreamState(u *Upstream, m *metrics) *upstreamState {
 	st := &upstreamState{m: m, id: u.ID, modelHeader: []string{u.ID}}
+	st.route.Store(catalogRoute(u))
 	if u.Token != "" {
 		st.auth = []string{"Bearer " + u.Token}
 	}

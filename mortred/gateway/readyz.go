@@ -26,9 +26,13 @@ type readyAnswer struct {
 }
 
 type readyModel struct {
-	ID     string `json:"id"`
-	Ready  bool   `json:"ready"`
-	Reason string `json:"reason,omitempty"`
+	ID    string `json:"id"`
+	Ready bool   `json:"ready"`
+	// Version and Instance are the active instance's in the routes file;
+	// absent when the file does not list the model.
+	Version  *string `json:"version,omitempty"`
+	Instance *int    `json:"instance,omitempty"`
+	Reason   string  `json:"reason,omitempty"`
 }
 
 // readyz answers whether this host takes work: GET /readyz for the host
@@ -41,14 +45,19 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed("GET").ServeHTTP(w, r)
 		return
 	}
-	ups := g.cfg.Upstreams
+	var ups []*Upstream
 	if id := r.URL.Query().Get("model"); id != "" || r.URL.Query().Has("model") {
 		u := g.byID[id]
 		if u == nil {
 			writeEnvelope(w, http.StatusNotFound, statusNotFound, "no model with catalog id "+quote(id)+" on this host", "")
 			return
 		}
-		ups = []Upstream{*u}
+		ups = []*Upstream{u}
+	} else {
+		ups = make([]*Upstream, len(g.cfg.Upstreams))
+		for i := range g.cfg.Upstreams {
+			ups[i] = &g.cfg.Upstreams[i]
+		}
 	}
 	ans := readyAnswer{Host: g.cfg.HostID, Draining: g.draining.Load(), Models: make([]readyModel, len(ups))}
 	var wg sync.WaitGroup
@@ -56,7 +65,7 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ans.Models[i] = g.probeModel(r.Context(), &ups[i])
+			ans.Models[i] = g.probeModel(r.Context(), ups[i])
 		}()
 	}
 	wg.Wait()
@@ -77,12 +86,18 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// probeModel asks a model server's public /ready.
+// probeModel asks the public /ready of the model's active instance (its
+// catalog address, or the routes file's).
 func (g *Gateway) probeModel(ctx context.Context, u *Upstream) readyModel {
 	ctx, cancel := context.WithTimeout(ctx, readyProbeTimeout)
 	defer cancel()
 	m := readyModel{ID: u.ID}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+u.Addr+"/ready", nil)
+	rt := g.up[u].route.Load()
+	if rt.fromFile {
+		v, n := rt.active.version, rt.active.number
+		m.Version, m.Instance = &v, &n
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+rt.active.addr+"/ready", nil)
 	if err != nil {
 		m.Reason = err.Error()
 		return m

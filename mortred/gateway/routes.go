@@ -42,7 +42,6 @@ func (g *Gateway) routes(reg *prometheus.Registry) *http.ServeMux {
 	return mux
 }
 
-
 // model resolves {id} and forwards to the path upstreamPath returns ("":
 // the path names no resource, 404).
 func (g *Gateway) model(method string, upstreamPath func(*Upstream, *http.Request) string, answer jobAnswer) http.Handler {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -26,6 +27,14 @@ type ServerStatus struct {
 	Port     int    `json:"port,omitempty"`
 	Category string `json:"category,omitempty"`
 	Name     string `json:"name,omitempty"`
+	// Version is the model config's version of the instance in service;
+	// Instance counts its rollouts (0: the catalog's).
+	Version  string `json:"version,omitempty"`
+	Instance int    `json:"instance"`
+	// Draining are replaced versions still finishing their work.
+	Draining []DrainingStatus `json:"draining,omitempty"`
+	// Rollout is the last rollout or rollback, absent before the first.
+	Rollout *RolloutState `json:"rollout,omitempty"`
 }
 
 // CatalogEntry is one row of /api/v1/catalog.
@@ -103,7 +112,18 @@ func (m *Manager) catalog(w http.ResponseWriter, r *http.Request) {
 }
 
 func (m *Manager) statusOf(x *Managed) ServerStatus {
-	return ServerStatus{ID: x.ID, Status: x.Child.Status(), Enabled: x.Enabled, URI: x.URI, Port: x.Port, Category: x.Category, Name: x.Name}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	st := ServerStatus{ID: x.ID, Status: x.cur.child.Status(), Enabled: x.Enabled, URI: x.URI, Port: x.cur.port, Category: x.Category, Name: x.Name,
+		Version: x.cur.version, Instance: x.cur.gen}
+	for _, d := range x.draining {
+		st.Draining = append(st.Draining, DrainingStatus{Version: d.version, Instance: d.gen, Port: d.port, PID: d.child.Status().PID})
+	}
+	if x.roll.State != "" {
+		r := x.roll
+		st.Rollout = &r
+	}
+	return st
 }
 
 func (m *Manager) status(w http.ResponseWriter, r *http.Request) {
@@ -135,6 +155,9 @@ func (m *Manager) action(w http.ResponseWriter, r *http.Request) {
 	action := r.PathValue("action")
 	switch action {
 	case "start", "stop", "restart", "graceful_restart":
+	case "rollout", "rollback":
+		m.rollout(w, r, action)
+		return
 	default:
 		writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("%s: %q", ErrUnknownAction, action)})
 		return
@@ -175,7 +198,7 @@ func (m *Manager) logs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit = min(limit, maxLogLimit)
-	lines, first, total := x.Child.Log().Page(int64(offset), int(limit))
+	lines, first, total := x.Child().Log().Page(int64(offset), int(limit))
 	writeJSON(w, http.StatusOK, struct {
 		Offset int64    `json:"offset"`
 		Total  int64    `json:"total"`
@@ -249,7 +272,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, id := range c.m.order {
-		s := c.m.byID[id].Child.Status()
+		s := c.m.byID[id].Child().Status()
 		ready := 0.0
 		if s.Ready {
 			ready = 1
@@ -258,4 +281,45 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready, id)
 		ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(s.RestartCount), id)
 	}
+}
+
+// maxRolloutBody bounds a rollout request's JSON.
+const maxRolloutBody = 64 << 10
+
+// rollout serves POST /api/v1/servers/{id}/rollout and .../rollback: 200
+// with the result once the new version serves; 400 for a bad request, 404
+// for an unknown id, 409 while another rollout of it runs (or, for a
+// rollback, with nothing to return to), 422 when the new version did not
+// start or failed warm-up (the old one serves on), 500 otherwise. The body
+// is {"ok":false,"error":...} on every failure.
+func (m *Manager) rollout(w http.ResponseWriter, r *http.Request, action string) {
+	var req RolloutRequest
+	if action == "rollout" && r.ContentLength != 0 {
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRolloutBody))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: "rollout body: " + err.Error() + `; send {"model_file":PATH} or {"config":PATH}, and optionally "version"`})
+			return
+		}
+	}
+	// Like the other actions, it outlives a client that hangs up.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Minute)
+	defer cancel()
+	var res RolloutResult
+	var err error
+	if action == "rollout" {
+		res, err = m.Rollout(ctx, r.PathValue("id"), req)
+	} else {
+		res, err = m.Rollback(ctx, r.PathValue("id"))
+	}
+	if err != nil {
+		code := http.StatusInternalServerError
+		var re *RolloutError
+		if errors.As(err, &re) {
+			code = re.Code
+		}
+		writeJSON(w, code, apiError{Error: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -21,7 +19,7 @@ const activeJobsMetric = "mortred_async_queue_depth"
 // waitJobs polls a model server until it has no active async jobs, at most
 // GracefulWait; past that the restart goes ahead and says so in the log.
 func (m *Manager) waitJobs(ctx context.Context, x *Managed) error {
-	url := "http://" + net.JoinHostPort(readyHost(x.entry.Host), strconv.Itoa(x.entry.Port)) + "/metrics"
+	url := "http://" + x.current().addr() + "/metrics"
 	deadline := time.Now().Add(m.opts.GracefulWait)
 	client := &http.Client{Timeout: 5 * time.Second}
 	for {
@@ -29,14 +27,14 @@ func (m *Manager) waitJobs(ctx context.Context, x *Managed) error {
 		if err != nil {
 			// A server that cannot report is restarted as asked; the log
 			// keeps the reason.
-			x.Child.Log().Append("[supervisor] graceful_restart: cannot read active jobs (" + err.Error() + "); restarting")
+			x.Child().Log().Append("[supervisor] graceful_restart: cannot read active jobs (" + err.Error() + "); restarting")
 			return nil
 		}
 		if n == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			x.Child.Log().Append(fmt.Sprintf("[supervisor] graceful_restart: %d async jobs still active after %s; restarting", n, m.opts.GracefulWait))
+			x.Child().Log().Append(fmt.Sprintf("[supervisor] graceful_restart: %d async jobs still active after %s; restarting", n, m.opts.GracefulWait))
 			return nil
 		}
 		select {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"sort"
 	"strconv"
@@ -82,7 +81,7 @@ func (h *history) sample(ctx context.Context, now time.Time) {
 	var wg sync.WaitGroup
 	for _, id := range h.m.order {
 		x := h.m.byID[id]
-		st := x.Child.Status()
+		st := x.Child().Status()
 		values[historyKey{id, fieldRestarts}] = float64(st.RestartCount)
 		if st.PID == 0 {
 			continue
@@ -92,7 +91,7 @@ func (h *history) sample(ctx context.Context, now time.Time) {
 			continue // the gateway's /metrics needs its token; a wrong one counts as unauthorized
 		}
 		if x.entry != nil {
-			url = "http://" + net.JoinHostPort(readyHost(x.entry.Host), strconv.Itoa(x.entry.Port)) + "/metrics"
+			url = "http://" + x.current().addr() + "/metrics"
 			tok = h.m.modelTk
 		}
 		wg.Go(func() {

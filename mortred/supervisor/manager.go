@@ -24,6 +24,10 @@ import (
 // GatewayID names the gateway among the supervised children.
 const GatewayID = "gateway"
 
+// envRoutesFile tells the gateway where the supervisor writes its routes
+// to rolled-out versions (mortred/gateway.EnvRoutesFile).
+const envRoutesFile = "MORTRED_ROUTES_FILE"
+
 // Environment the supervisor reads.
 const (
 	EnvAPIToken     = "MORTRED_API_TOKEN"
@@ -48,12 +52,38 @@ type Managed struct {
 	Name     string
 	Category string
 	URI      string
-	Port     int
-	Enabled  bool
-	Auto     bool
-	Child    *Child
+	// Port is the catalog's port; a rolled-out version runs on another
+	// (CurrentPort).
+	Port    int
+	Enabled bool
+	Auto    bool
 	// entry is nil for the gateway.
 	entry *config.Entry
+
+	// mu guards the instances: a rollout replaces cur while the API,
+	// the charts and the metrics read it.
+	mu  sync.Mutex
+	cur *instance
+	// prev is the version cur replaced (its files, not its process), for
+	// rollback; nil before the first rollout.
+	prev *instance
+	// draining are replaced versions still running until their requests
+	// and async jobs are done.
+	draining []*instance
+	// roll is the last rollout's state, shown in the API and the UI.
+	roll RolloutState
+	// rolling is set while a rollout or rollback of this model runs.
+	rolling bool
+}
+
+// Child is the process of the version in service.
+func (x *Managed) Child() *Child { return x.current().child }
+
+// current is the instance in service.
+func (x *Managed) current() *instance {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.cur
 }
 
 // Manager owns the gateway and the model servers of one catalog.
@@ -76,6 +106,13 @@ type Manager struct {
 	order []string // gateway first, then catalog ids
 	byID  map[string]*Managed
 	wg    sync.WaitGroup
+	// runMu guards runCtx, the context the model servers' children run
+	// under (set by Run; ended once the gateway has stopped).
+	runMu  sync.Mutex
+	runCtx context.Context
+	// runDir holds rolled-out versions' files and routesFile, the
+	// gateway's routes to them.
+	runDir, routesFile string
 	// hist samples the children for the UI's charts (/api/v1/series).
 	hist *history
 }
@@ -129,9 +166,16 @@ func NewManager(cp *config.ControlPlane, cat *config.Catalog, env envconf.Env, o
 	}
 	// The gateway child reads the same overrides, so probe where it listens.
 	m.gatewayURL = "http://" + net.JoinHostPort(gwHost, strconv.Itoa(env.Port(config.EnvListenPort, gw.Port, false)))
+	m.runDir = cp.Supervisor.RunDir
+	m.routesFile = filepath.Join(m.runDir, "routes.json")
+	// Routes of an earlier run name processes that are gone: every model
+	// starts on its catalog version.
+	if err := os.Remove(m.routesFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("removing the last run's gateway routes: %w", err)
+	}
 	gwSpec := Spec{
 		Name: GatewayID, Path: opts.GatewayBin, Args: []string{"--config", cp.File},
-		Env:      append(append([]string(nil), base...), config.EnvAuthToken+"="+modelTok),
+		Env:      append(append([]string(nil), base...), config.EnvAuthToken+"="+modelTok, envRoutesFile+"="+m.routesFile),
 		ReadyURL: m.gatewayURL + "/healthz",
 		Policy:   PolicyAlways,
 		// A stopping gateway drains and then waits for its in-flight
@@ -139,7 +183,7 @@ func NewManager(cp *config.ControlPlane, cat *config.Catalog, env envconf.Env, o
 		StopGrace: max(opts.StopGrace, gw.Drain()+gw.ShutdownTimeout()+5*time.Second),
 	}
 	m.add(&Managed{ID: GatewayID, Name: "mortred-gateway", Category: "gateway", Port: gw.Port, Enabled: true, Auto: true,
-		Child: NewChild(gwSpec, logFor(GatewayID), log)})
+		cur: &instance{child: NewChild(gwSpec, logFor(GatewayID), log), port: gw.Port}})
 
 	for _, e := range cat.Entries {
 		pol := cp.Policy(e.ID)
@@ -157,8 +201,9 @@ func NewManager(cp *config.ControlPlane, cat *config.Catalog, env envconf.Env, o
 			auto = *pol.Autostart
 		}
 		m.add(&Managed{ID: e.ID, Name: e.Name, Category: e.Category, URI: e.URI, Port: e.Port,
-			Enabled: pol.Enabled == nil || *pol.Enabled, Auto: auto,
-			Child: NewChild(spec, logFor(e.ID), log), entry: e})
+			Enabled: pol.Enabled == nil || *pol.Enabled, Auto: auto, entry: e,
+			cur: &instance{child: NewChild(spec, logFor(e.ID), log), host: e.Host, port: e.Port, conf: e.Config.File,
+				version: modelVersion(e.Config.ModelConfigFilePath), jobTTL: time.Duration(e.Config.AsyncJobTTL) * time.Millisecond}})
 	}
 	m.metricsTok = env.String(EnvMetricsToken, "")
 	m.usageClient = &http.Client{Timeout: usageTimeout}
@@ -209,14 +254,18 @@ func (m *Manager) Run(ctx context.Context) {
 	// their models went first.
 	modelCtx, stopModels := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopModels()
+	m.runMu.Lock()
+	m.runCtx = modelCtx
+	m.runMu.Unlock()
 	for _, id := range m.order {
-		c := m.byID[id].Child
-		m.wg.Add(1)
+		x := m.byID[id]
 		if id == GatewayID {
+			c := x.Child()
+			m.wg.Add(1)
 			go func() { defer m.wg.Done(); c.Run(ctx); stopModels() }()
 			continue
 		}
-		go func() { defer m.wg.Done(); c.Run(modelCtx) }()
+		m.runInstance(x.current())
 	}
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.hist.run(ctx) }()
@@ -226,7 +275,7 @@ func (m *Manager) Run(ctx context.Context) {
 }
 
 func (m *Manager) autostart(ctx context.Context) {
-	if err := m.byID[GatewayID].Child.Start(ctx); err != nil {
+	if err := m.byID[GatewayID].Child().Start(ctx); err != nil {
 		m.log.Error("supervisor_autostart_failed", "id", GatewayID, "err", err)
 	}
 	sem := make(chan struct{}, max(1, m.cp.Supervisor.StartConcurrency))
@@ -245,7 +294,7 @@ func (m *Manager) autostart(ctx context.Context) {
 				return
 			}
 			defer func() { <-sem }()
-			if err := x.Child.Start(ctx); err != nil {
+			if err := x.Child().Start(ctx); err != nil {
 				m.log.Error("supervisor_autostart_failed", "id", x.ID, "err", err)
 				return
 			}
@@ -253,7 +302,7 @@ func (m *Manager) autostart(ctx context.Context) {
 			// small machine loads one model at a time.
 			deadline := time.Now().Add(2 * time.Minute)
 			for ctx.Err() == nil && time.Now().Before(deadline) {
-				s := x.Child.Status()
+				s := x.Child().Status()
 				if s.Ready || s.State == StateFailed || s.State == StateStopped {
 					return
 				}
@@ -281,7 +330,7 @@ func (m *Manager) Servers() []*Managed {
 }
 
 // ErrUnknownAction is returned for an action the API does not know.
-var ErrUnknownAction = errors.New("unknown action: use start, stop, restart or graceful_restart")
+var ErrUnknownAction = errors.New("unknown action: use start, stop, restart, graceful_restart, rollout or rollback")
 
 // Act runs a lifecycle action on one process.
 func (m *Manager) Act(ctx context.Context, id, action string) error {
@@ -294,24 +343,24 @@ func (m *Manager) Act(ctx context.Context, id, action string) error {
 		if !x.Enabled {
 			return fmt.Errorf("%s is disabled in %s ([servers.%s] enabled = false)", id, m.cp.File, id)
 		}
-		return x.Child.Start(ctx)
+		return x.Child().Start(ctx)
 	case "stop":
-		return x.Child.Stop(ctx)
+		return x.Child().Stop(ctx)
 	case "restart":
 		if !x.Enabled {
 			return fmt.Errorf("%s is disabled in %s", id, m.cp.File)
 		}
-		return x.Child.Restart(ctx)
+		return x.Child().Restart(ctx)
 	case "graceful_restart":
 		if !x.Enabled {
 			return fmt.Errorf("%s is disabled in %s", id, m.cp.File)
 		}
-		if x.entry != nil && x.Child.Status().PID != 0 {
+		if x.entry != nil && x.Child().Status().PID != 0 {
 			if err := m.waitJobs(ctx, x); err != nil {
 				return err
 			}
 		}
-		return x.Child.Restart(ctx)
+		return x.Child().Restart(ctx)
 	}
 	return ErrUnknownAction
 }

@@ -51,7 +51,7 @@ func TestChildEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	model, gw := m.Get("A").Child.spec, m.Get(GatewayID).Child.spec
+	model, gw := m.Get("A").Child().spec, m.Get(GatewayID).Child().spec
 	if !slices.Contains(model.Env, "MORTRED_AUTH_TOKEN=model-secret") || !slices.Contains(gw.Env, "MORTRED_AUTH_TOKEN=model-secret") {
 		t.Fatal("a child lacks the model token")
 	}

@@ -300,6 +300,11 @@ type outcome struct {
 // outcome.
 func runLoad(t *testing.T, workers, n int, d, pause time.Duration, call func() (stack.Reply, error)) []outcome {
 	t.Helper()
+	return runLoadUntil(workers, n, d, pause, nil, call)
+}
+
+// runLoadUntil is runLoad that also ends when stop is closed.
+func runLoadUntil(workers, n int, d, pause time.Duration, stop <-chan struct{}, call func() (stack.Reply, error)) []outcome {
 	var mu sync.Mutex
 	var out []outcome
 	end := time.Now().Add(d)
@@ -309,6 +314,11 @@ func runLoad(t *testing.T, workers, n int, d, pause time.Duration, call func() (
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(end) {
+				select {
+				case <-stop:
+					return
+				default:
+				}
 				mu.Lock()
 				if len(out) >= n {
 					mu.Unlock()

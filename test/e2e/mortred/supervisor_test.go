@@ -115,7 +115,7 @@ func testREST(t *testing.T, sup *stack.Supervisor) {
 		{"GET", "/api/v1/servers/TM", 200, `"uri":"/mortred_ai_server_v1/classification/tm"`},
 		{"GET", "/api/v1/servers/gateway", 200, `"id":"gateway"`},
 		{"GET", "/api/v1/servers/NOPE", 404, `"error":"no server \"NOPE\"; GET /api/v1/catalog lists them"`},
-		{"POST", "/api/v1/servers/TM/explode", 400, `"ok":false,"error":"unknown action: use start, stop, restart or graceful_restart: \"explode\""`},
+		{"POST", "/api/v1/servers/TM/explode", 400, `"ok":false,"error":"unknown action: use start, stop, restart, graceful_restart, rollout or rollback: \"explode\""`},
 		{"POST", "/api/v1/servers/NOPE/start", 404, `"ok":false`},
 		{"POST", "/api/v1/servers/NOPE/stop", 404, `no server`},
 		{"POST", "/api/v1/servers/DISABLED/start", 500, `{"ok":false,"error":"DISABLED is disabled in`},
