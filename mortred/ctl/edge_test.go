@@ -228,3 +228,55 @@ func TestInitEdgeGateways(t *testing.T) {
 		nginxTest(t, dir)
 	})
 }
+
+// TestManualEdgeExamples: the upstreams docs/mortredctl.md shows under
+// "Several gateways" are what init-edge writes for those gateways.
+func TestManualEdgeExamples(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "mortredctl.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(doc)
+	if i := strings.Index(section, "## Several gateways"); i >= 0 {
+		section = section[i:]
+	} else {
+		t.Fatal("docs/mortredctl.md has no section \"Several gateways\"")
+	}
+	var examples []string
+	for rest := section; ; {
+		i := strings.Index(rest, "```nginx\n")
+		if i < 0 {
+			break
+		}
+		rest = rest[i+len("```nginx\n"):]
+		j := strings.Index(rest, "```")
+		if j < 0 {
+			t.Fatal("an unclosed nginx block")
+		}
+		examples, rest = append(examples, rest[:j]), rest[j:]
+	}
+	if len(examples) != 2 {
+		t.Fatalf("%d nginx examples under \"Several gateways\", want 2 (same models; a model on one host)", len(examples))
+	}
+
+	// Every gateway serves the same models: one upstream.
+	_, site, _, stderr, code := initEdge(t, "--offline", "--gateways", "h1:8080,h2:8080")
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	if got := block(site, "upstream mortred_gateway"); strings.TrimSpace(got) != strings.TrimSpace(examples[0]) {
+		t.Errorf("the manual's shared upstream:\n%s\ninit-edge writes:\n%s", examples[0], got)
+	}
+
+	// BLAZEFACE only on h1.
+	a := fakeReadyz(t, 200, readyzBody("h1", false, "PPOCR_CLS", "BLAZEFACE"))
+	b := fakeReadyz(t, 200, readyzBody("h2", false, "PPOCR_CLS"))
+	_, site, _, stderr, code = initEdge(t, "--gateways", a+","+b)
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	site = strings.NewReplacer(a, "h1:8080", b, "h2:8080").Replace(site)
+	if !strings.Contains(site, examples[1]) {
+		t.Errorf("the manual's per-model upstream:\n%s\nis not in what init-edge writes:\n%s", examples[1], site)
+	}
+}

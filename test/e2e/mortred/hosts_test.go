@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,7 +36,8 @@ const (
 // over both; a job submitted on one host is found through the other, and
 // only by its own tenant; when host 2's link is cut, only the requests
 // Nginx had sent there fail, everything after the edge's health window is
-// served by host 1, and host 2's jobs answer 503 naming it.
+// served by host 1, and host 2's jobs answer 503 naming it; when host 1
+// is then killed outright, only what it was serving fails.
 func TestSeveralHosts(t *testing.T) {
 	needTool(t, nginxBin, "nginx-light")
 	lan := testnet.NewLAN(t, 220+os.Getpid()%30)
@@ -249,6 +251,51 @@ func TestSeveralHosts(t *testing.T) {
 	rep, err := send("http://"+peers["h1"]+job2.PollURL, "GET", alice, nil)
 	if err != nil || rep.Code != 503 || !bytes.Contains(rep.Body, []byte("host h2")) || rep.Header.Get("Retry-After") == "" {
 		t.Fatalf("h2's job while h2 is cut off: %v %v; want 503 naming host h2", rep, err)
+	}
+
+	// h2 comes back; then host 1 dies at once (SIGKILL of its supervisor:
+	// its children die with it). Only what h1 was serving fails.
+	h2.Restore()
+	testproc.Eventually(t, 2*edgeFailTimeout+10*time.Second, "the edge serving from h2 again", func() error {
+		rep, err := send(infer, "POST", alice, image)
+		if err != nil || rep.Code != 200 || rep.Header.Get("X-Mortred-Host") != "h2" {
+			return fmt.Errorf("%v %v", rep, err)
+		}
+		return nil
+	})
+	var killed time.Time
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		during = runLoad(t, 4, 10000, 12*time.Second, 20*time.Millisecond, func() (stack.Reply, error) { return send(infer, "POST", alice, image) })
+	}()
+	time.Sleep(2 * time.Second)
+	killed = time.Now()
+	if err := sup1.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	failed, after, afterH2 := 0, 0, 0
+	for _, o := range during {
+		ok := o.err == nil && o.rep.Code == 200 && resultsOf(t, o.rep.Body) == want
+		switch {
+		case !ok && o.err == nil && o.rep.Code/100 == 2:
+			t.Errorf("a 2xx answer that is not the model's: %v", o.rep)
+		case !ok && (o.start.Before(killed.Add(-time.Second)) || o.start.After(killed.Add(time.Second))):
+			t.Errorf("a request sent %v from the kill failed: %v %v", o.start.Sub(killed), o.rep, o.err)
+		case !ok:
+			failed++
+		}
+		if o.start.After(killed.Add(time.Second)) {
+			after++
+			if ok && o.rep.Header.Get("X-Mortred-Host") == "h2" {
+				afterH2++
+			}
+		}
+	}
+	t.Logf("host 1 killed: %d requests, %d failed (in flight on h1), %d after, %d of them served by h2", len(during), failed, after, afterH2)
+	if after == 0 || afterH2 != after {
+		t.Fatalf("after host 1 died %d requests, %d served by h2; want all", after, afterH2)
 	}
 }
 
