@@ -71,6 +71,11 @@ type Server struct {
 	ORTLibPath string `toml:"ort_lib_path"`
 	// IntraOpThreads for ONNX Runtime; default 0 (backend's choice).
 	IntraOpThreads int `toml:"intra_op_threads"`
+	// WarmupImages are the model's own sample images, which a rollout
+	// sends through a new version before it takes traffic (the
+	// supervisor's built-in samples when empty). Relative to this file's
+	// directory; the model server itself does not read them.
+	WarmupImages []string `toml:"warmup_images"`
 
 	// Expose comes from MORTRED_EXPOSE: "", "docker" or "unsafe".
 	Expose string `toml:"-"`
@@ -213,6 +218,9 @@ func (s *Server) defaults() {
 	dir := filepath.Dir(s.File)
 	s.ModelConfigFilePath = resolve(dir, s.ModelConfigFilePath)
 	s.ORTLibPath = resolve(dir, s.ORTLibPath)
+	for i, p := range s.WarmupImages {
+		s.WarmupImages[i] = resolve(dir, p)
+	}
 }
 
 // MaxRequestItemsCap is the largest max_request_items a model server

@@ -168,11 +168,6 @@ func NewManager(cp *config.ControlPlane, cat *config.Catalog, env envconf.Env, o
 	m.gatewayURL = "http://" + net.JoinHostPort(gwHost, strconv.Itoa(env.Port(config.EnvListenPort, gw.Port, false)))
 	m.runDir = cp.Supervisor.RunDir
 	m.routesFile = filepath.Join(m.runDir, "routes.json")
-	// Routes of an earlier run name processes that are gone: every model
-	// starts on its catalog version.
-	if err := os.Remove(m.routesFile); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("removing the last run's gateway routes: %w", err)
-	}
 	gwSpec := Spec{
 		Name: GatewayID, Path: opts.GatewayBin, Args: []string{"--config", cp.File},
 		Env:      append(append([]string(nil), base...), config.EnvAuthToken+"="+modelTok, envRoutesFile+"="+m.routesFile),
@@ -204,6 +199,13 @@ func NewManager(cp *config.ControlPlane, cat *config.Catalog, env envconf.Env, o
 			Enabled: pol.Enabled == nil || *pol.Enabled, Auto: auto, entry: e,
 			cur: &instance{child: NewChild(spec, logFor(e.ID), log), host: e.Host, port: e.Port, conf: e.Config.File,
 				version: modelVersion(e.Config.ModelConfigFilePath), jobTTL: time.Duration(e.Config.AsyncJobTTL) * time.Millisecond}})
+	}
+	// Versions rolled out in an earlier run serve again; the routes of
+	// that run named its processes, which are gone, so they are written
+	// anew before the gateway starts.
+	m.restore()
+	if err := m.writeRoutes(); err != nil {
+		return nil, err
 	}
 	m.metricsTok = env.String(EnvMetricsToken, "")
 	m.usageClient = &http.Client{Timeout: usageTimeout}

@@ -234,7 +234,12 @@ func (m *Manager) replace(ctx context.Context, id, action string, prepare func(*
 	if st := old.child.Status(); st.Ready {
 		ref = &warmup.Target{BaseURL: "http://" + old.addr(), URI: x.URI, Token: m.modelTk, Client: client}
 	}
-	report, err := warmup.Check(ctx, target, ref, warmup.DefaultSamples())
+	samples, err := warmupSamples(srv.WarmupImages)
+	if err != nil {
+		m.retire(context.WithoutCancel(ctx), in)
+		return fail(rolloutErr(http.StatusBadRequest, "%v", err))
+	}
+	report, err := warmup.Check(ctx, target, ref, samples)
 	if err != nil {
 		m.retire(context.WithoutCancel(ctx), in)
 		return fail(rolloutErr(http.StatusUnprocessableEntity, "version %q failed warm-up, so it was stopped and version %q keeps serving: %v", version, old.version, err))
@@ -393,10 +398,27 @@ type routeEntry struct {
 	Draining []routeEntry `json:"draining,omitempty"`
 }
 
-// publishRoutes writes the routes file, tells the gateway (SIGHUP) and
-// waits until its /readyz shows model id on instance gen.
-func (m *Manager) publishRoutes(ctx context.Context, id string, gen int) error {
+// stateFile records, per model, the rolled-out version in service and the
+// one it replaced, so that a supervisor that restarts serves them again.
+type stateFile struct {
+	Models map[string]stateEntry `json:"models"`
+}
+
+type stateEntry struct {
+	ServerFile string      `json:"server_file"`
+	Version    string      `json:"version"`
+	Instance   int         `json:"instance"`
+	Prev       *stateEntry `json:"prev,omitempty"`
+}
+
+func (m *Manager) statePath() string { return filepath.Join(m.runDir, "state.json") }
+
+// writeRoutes writes the gateway's routes file and the state file: each
+// model whose instance in service is not the catalog's, or that has
+// draining instances or a previous version.
+func (m *Manager) writeRoutes() error {
 	rf := routesFile{Generation: time.Now().UnixNano(), Models: map[string]routeEntry{}}
+	sf := stateFile{Models: map[string]stateEntry{}}
 	for _, mid := range m.order[1:] {
 		x := m.byID[mid]
 		x.mu.Lock()
@@ -407,14 +429,80 @@ func (m *Manager) publishRoutes(ctx context.Context, id string, gen int) error {
 			}
 			rf.Models[mid] = e
 		}
+		if x.cur.gen != 0 || x.prev != nil {
+			e := stateEntry{ServerFile: x.cur.conf, Version: x.cur.version, Instance: x.cur.gen}
+			if x.prev != nil {
+				e.Prev = &stateEntry{ServerFile: x.prev.conf, Version: x.prev.version, Instance: x.prev.gen}
+			}
+			sf.Models[mid] = e
+		}
 		x.mu.Unlock()
 	}
-	b, err := json.MarshalIndent(rf, "", "  ")
-	if err != nil {
-		return err
+	for path, v := range map[string]any{m.routesFile: rf, m.statePath(): sf} {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := writeFileAtomic(path, append(b, '\n')); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
 	}
-	if err := writeFileAtomic(m.routesFile, append(b, '\n')); err != nil {
-		return fmt.Errorf("writing the gateway's routes %s: %w", m.routesFile, err)
+	return nil
+}
+
+// restore puts back the versions the state file of an earlier run names,
+// each on a fresh free port (its old one may be taken by now). A state
+// that cannot be used is logged and the catalog's version serves.
+func (m *Manager) restore() {
+	b, err := os.ReadFile(m.statePath())
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	var sf stateFile
+	if err == nil {
+		err = json.Unmarshal(b, &sf)
+	}
+	if err != nil {
+		m.log.Warn("supervisor_state_unreadable", "file", m.statePath(), "err", err)
+		return
+	}
+	for id, e := range sf.Models {
+		x := m.byID[id]
+		if x == nil || x.entry == nil {
+			m.log.Warn("supervisor_state_unknown_model", "id", id)
+			continue
+		}
+		cat := x.cur
+		if e.Prev != nil {
+			x.prev = &instance{conf: e.Prev.ServerFile, version: e.Prev.Version, gen: e.Prev.Instance}
+		}
+		if e.Instance == 0 {
+			continue // the catalog's version serves; prev is kept for rollback
+		}
+		file, version, err := m.prepare(x, &instance{conf: e.ServerFile, version: e.Version}, RolloutRequest{}, e.Instance)
+		var srv *config.Server
+		if err == nil {
+			srv, err = config.LoadServer(file, envconf.Map(nil))
+		}
+		if err != nil {
+			m.log.Warn("supervisor_state_version_unusable", "id", id, "version", e.Version, "err", err)
+			x.prev = nil
+			continue
+		}
+		spec := cat.child.spec
+		spec.Args = []string{"--config", file}
+		spec.ReadyURL = "http://" + net.JoinHostPort(readyHost(srv.Host), strconv.Itoa(*srv.Port)) + "/ready"
+		x.cur = &instance{child: NewChild(spec, cat.child.Log(), m.log), host: srv.Host, port: *srv.Port, version: version, gen: e.Instance,
+			conf: file, jobTTL: time.Duration(srv.AsyncJobTTL) * time.Millisecond}
+		m.log.Info("supervisor_version_restored", "id", id, "version", version, "instance", e.Instance, "port", *srv.Port)
+	}
+}
+
+// publishRoutes writes the routes file, tells the gateway (SIGHUP) and
+// waits until its /readyz shows model id on instance gen.
+func (m *Manager) publishRoutes(ctx context.Context, id string, gen int) error {
+	if err := m.writeRoutes(); err != nil {
+		return err
 	}
 	gw := m.byID[GatewayID].Child()
 	pid := gw.Status().PID
@@ -482,7 +570,7 @@ func (m *Manager) prepare(x *Managed, from *instance, req RolloutRequest, gen in
 		return "", "", err
 	}
 	fromDir := filepath.Dir(from.conf)
-	absolute(sec, fromDir, "model_config_file_path", "ort_lib_path")
+	absolute(sec, fromDir, "model_config_file_path", "ort_lib_path", "warmup_images")
 	modelConf, _ := sec["model_config_file_path"].(string)
 	version := from.version
 	switch {
@@ -545,13 +633,43 @@ func (m *Manager) prepare(x *Managed, from *instance, req RolloutRequest, gen in
 	return serverFile, version, nil
 }
 
-// absolute makes the relative paths under keys absolute against dir.
+// absolute makes the relative paths under keys (a string or a list of
+// them) absolute against dir.
 func absolute(tbl map[string]any, dir string, keys ...string) {
+	abs := func(s string) string {
+		if s != "" && !filepath.IsAbs(s) {
+			return filepath.Join(dir, s)
+		}
+		return s
+	}
 	for _, k := range keys {
-		if s, ok := tbl[k].(string); ok && s != "" && !filepath.IsAbs(s) {
-			tbl[k] = filepath.Join(dir, s)
+		switch v := tbl[k].(type) {
+		case string:
+			tbl[k] = abs(v)
+		case []any:
+			for i, e := range v {
+				if s, ok := e.(string); ok {
+					v[i] = abs(s)
+				}
+			}
 		}
 	}
+}
+
+// warmupSamples are the images of warmup_images, else the built-in ones.
+func warmupSamples(paths []string) ([][]byte, error) {
+	if len(paths) == 0 {
+		return warmup.DefaultSamples(), nil
+	}
+	out := make([][]byte, 0, len(paths))
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("warmup_images: %v", err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }
 
 // fileKeys are a model config's keys that hold a file path.

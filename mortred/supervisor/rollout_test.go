@@ -23,6 +23,12 @@ func rolloutManager(t *testing.T, modelConf string) (*Manager, string) {
 	writeFile(t, filepath.Join(dir, "mortred.toml"), "[supervisor]\napi_port = 18787\nlog_dir = \"logs\"\n[gateway]\nport = 18080\n")
 	writeFile(t, filepath.Join(dir, "server", "a.toml"), "[A]\nport = 19001\nserver_uri = \"/a\"\nmodel_config_file_path = \"../models/a.toml\"\n")
 	writeFile(t, filepath.Join(dir, "models", "a.toml"), modelConf)
+	return managerAt(t, dir), dir
+}
+
+// managerAt is a manager of the control plane in dir.
+func managerAt(t *testing.T, dir string) *Manager {
+	t.Helper()
 	cp, err := config.LoadControlPlane(filepath.Join(dir, "mortred.toml"))
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +42,7 @@ func rolloutManager(t *testing.T, modelConf string) (*Manager, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m, dir
+	return m
 }
 
 // TestRolloutPrepare: the new version's files keep every path the old
@@ -115,5 +121,44 @@ func TestRolloutRefusals(t *testing.T) {
 		if !errors.As(err, &re) || re.Code != c.code || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %d %q", c.name, err, c.code, c.want)
 		}
+	}
+}
+
+// TestRolloutRestored: a supervisor that restarts serves the version a
+// rollout left in service (on a fresh port), keeps the one before it for
+// rollback, and routes the gateway to it from the start.
+func TestRolloutRestored(t *testing.T) {
+	m, dir := rolloutManager(t, "type = \"testmodel\"\nversion = \"1\"\n")
+	x := m.Get("A")
+	file, version, err := m.prepare(x, x.current(), RolloutRequest{Version: "2"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a switch leaves behind, without running processes.
+	x.mu.Lock()
+	x.prev, x.cur = x.cur, &instance{child: x.cur.child, host: "127.0.0.1", port: 1, version: version, gen: 1, conf: file}
+	x.mu.Unlock()
+	if err := m.writeRoutes(); err != nil {
+		t.Fatal(err)
+	}
+
+	again := managerAt(t, dir)
+	y := again.Get("A")
+	cur, prev := y.current(), y.prev
+	if cur.version != "2" || cur.gen != 1 || cur.port == 1 || cur.port == 19001 || prev == nil || prev.version != "1" || prev.gen != 0 {
+		t.Fatalf("restored: %+v, prev %+v; want version 2, instance 1 on a fresh port, prev version 1", cur, prev)
+	}
+	if args := cur.child.spec.Args; len(args) != 2 || args[1] != cur.conf {
+		t.Errorf("the restored child runs %v, want --config %s", args, cur.conf)
+	}
+	routes, err := os.ReadFile(again.routesFile)
+	if err != nil || !strings.Contains(string(routes), `"instance": 1`) || !strings.Contains(string(routes), cur.addr()) {
+		t.Errorf("routes at start: %s %v", routes, err)
+	}
+
+	// A state file that does not parse: the catalog's version serves.
+	writeFile(t, filepath.Join(dir, "run", "state.json"), "{")
+	if z := managerAt(t, dir).Get("A").current(); z.gen != 0 || z.port != 19001 {
+		t.Errorf("with a broken state file: %+v, want the catalog's", z)
 	}
 }

@@ -4,16 +4,20 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fe64bb06/frontdoor/internal/testbin"
 	"github.com/fe64bb06/frontdoor/internal/testproc"
 	"github.com/fe64bb06/frontdoor/mortred/model/ort/orttest"
+	"github.com/fe64bb06/frontdoor/mortred/model/ppocr/textimg"
 	"github.com/fe64bb06/frontdoor/test/e2e/mortred/stack"
 )
 
@@ -31,10 +35,17 @@ func TestRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	modelConf := filepath.Join(repo, "conf", "models", "ppocr_cls.toml")
+	// The model's own warm-up images: a text line, upright and upside down.
+	dir := t.TempDir()
+	upright, flipped := filepath.Join(dir, "line.png"), filepath.Join(dir, "line-180.png")
+	line := textimg.Line("warm up 123", 32, 6)
+	writePNG(t, upright, line)
+	writePNG(t, flipped, textimg.Rotate180(line))
 	conf := stack.WriteConf(t, []stack.Model{{ID: "PPOCR_CLS", Keys: map[string]any{
 		"model_config_file_path": modelConf, "worker_nums": 1, "intra_op_threads": 1,
 		// Finished jobs stay fetchable for 3 s: the drained version stops soon.
 		"async_job_ttl": 3000,
+		"warmup_images": []string{upright, flipped},
 	}}}, nil)
 	tk := stack.NewTokens()
 	sup := stack.StartSupervisorWith(t, conf, tk, nil, "MORTRED_ORT_LIB="+lib)
@@ -43,7 +54,6 @@ func TestRollout(t *testing.T) {
 
 	// The new version: the same graph under another path, so its answers
 	// are the old one's and its version is v1+<its SHA-256 prefix>.
-	dir := t.TempDir()
 	onnx := filepath.Join(dir, "cls-v2.onnx")
 	copyFile(t, filepath.Join(orttest.ModelDir(t), "ppocr", "ch_ppocr_mobile_v2.0_cls_infer.onnx"), onnx)
 
@@ -165,7 +175,7 @@ func TestRollout(t *testing.T) {
 	var v2 string
 	outs = loadWhile(func() {
 		r := ctl(t, sup, nil, "rollout", "PPOCR_CLS", "--model-file", onnx)
-		if r.code != 0 || !strings.Contains(r.stdout, `serves; it passed warm-up`) {
+		if r.code != 0 || !strings.Contains(r.stdout, `serves; it passed warm-up on 2 samples`) {
 			t.Fatalf("rollout: %s", r)
 		}
 		var rs struct {
@@ -205,6 +215,31 @@ func TestRollout(t *testing.T) {
 	if seen := check("rollback", outs, v1, v2); seen[v1] == 0 {
 		t.Errorf("no answer from the old version after the rollback: %v", seen)
 	}
+
+	// A supervisor that restarts serves the version in service (instance
+	// 2, v1 again) on a fresh port, and can still roll back to v2.
+	if err := sup.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code, ok := sup.ExitCode(60 * time.Second); !ok || code != 0 {
+		t.Fatalf("supervisor exit %d (exited %v)", code, ok)
+	}
+	sup = stack.StartSupervisorWith(t, conf, tk, nil, "MORTRED_ORT_LIB="+lib)
+	st := sup.WaitReady(t, "PPOCR_CLS", 90*time.Second)
+	var rs struct {
+		Version  string `json:"version"`
+		Instance int    `json:"instance"`
+		Port     int    `json:"port"`
+	}
+	if rr, err := sup.API("GET", "/api/v1/servers/PPOCR_CLS"); err != nil || rr.JSON(&rs) != nil || rs.Version != v1 || rs.Instance != 2 || rs.Port == conf.Models["PPOCR_CLS"].Port {
+		t.Fatalf("after a restart: %+v (pid %d) %v; want version %s, instance 2, not the catalog's port", rs, st.PID, err, v1)
+	}
+	if r, err := call(); err != nil || r.Code != 200 || versionOf(r) != v1 {
+		t.Fatalf("an inference after the restart: %v %v", r, err)
+	}
+	if r := ctl(t, sup, nil, "rollback", "PPOCR_CLS"); r.code != 0 || !strings.Contains(r.stdout, `version "`+v2+`" (instance 3) serves`) {
+		t.Fatalf("rollback after a restart: %s", r)
+	}
 }
 
 func contains(list []string, s string) bool {
@@ -214,4 +249,15 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func writePNG(t *testing.T, path string, img image.Image) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -157,6 +157,12 @@ func table(kv map[string]any) string {
 		switch x := v.(type) {
 		case string:
 			fmt.Fprintf(&b, "%s = %s\n", k, strconv.Quote(x))
+		case []string:
+			q := make([]string, len(x))
+			for i, e := range x {
+				q[i] = strconv.Quote(e)
+			}
+			fmt.Fprintf(&b, "%s = [%s]\n", k, strings.Join(q, ", "))
 		case map[string]string:
 			// An inline table, e.g. [gateway] peers.
 			names := make([]string, 0, len(x))
