@@ -7,7 +7,8 @@
 #   BENCH_DURATION      duration of each measurement (default 5s; wrk takes whole seconds)
 #   BENCH_ROUNDS        repetitions of each router/gateway measurement, paths interleaved (default 2)
 #   BENCH_ONLY          comma-separated sections (default: all):
-#                       router,streams,scale,enginesim,routing,flow,ppocr,gateway,mortredserver
+#                       router,streams,scale,enginesim,routing,flow,ppocr,gateway,mortredserver,
+#                       mortredhosts (needs root for its part with network namespaces)
 #   BENCH_IDLE_STREAMS  idle SSE streams held through the router (default 10000)
 #   BENCH_ROUTING_REPLICAS  cluster sizes of the routing section (default 2,4)
 #   BENCH_ROUTING_WORKLOADS workloads of the routing section (default: all):

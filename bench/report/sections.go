@@ -42,6 +42,7 @@ func sections() []section {
 		{"ppocr", "Model server vs in-process ONNX Runtime", runPPOCR},
 		{"gateway", "Gateway vs Nginx vs direct to the model port", runGateway},
 		{"mortredserver", "Model-server overhead and batching", runMortredServer},
+		{"mortredhosts", "Mortred: the TLS edge, rollouts and several hosts", runMortredHosts},
 	}
 }
 

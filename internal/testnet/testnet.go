@@ -9,6 +9,10 @@
 // following the default route off the machine. Links are cut from the
 // host's side, so the root side's route stays. Everything is removed when
 // the test ends, failed or not.
+//
+// A benchmark uses it too, through T: testing.TB satisfies it, and an
+// adapter outside a test can run the cleanups itself and turn Fatal and
+// Skip into errors.
 package testnet
 
 import (
@@ -16,8 +20,21 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"testing"
 )
+
+// T is what the package needs of a test: testing.TB has every method.
+// Fatal, Skip and Skipf must not return (a test's stop its goroutine; an
+// adapter may panic and recover); Errorf reports a failed cleanup step and
+// returns; Cleanup registers a function to run, last registered first,
+// when the user is done with the LAN.
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Skip(args ...any)
+	Skipf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Cleanup(func())
+}
 
 // testRange holds every address this package (and the other namespace
 // tests) use.
@@ -25,7 +42,7 @@ const testRange = "10.231.0.0/16"
 
 // LAN is one /24 of testRange: the root namespace at .1, hosts from .2.
 type LAN struct {
-	t      *testing.T
+	t      T
 	tag    string // short, per process: interface names have 15 bytes
 	subnet string // 10.231.N
 	sw     string // the switch namespace, holding the bridge
@@ -50,9 +67,10 @@ func ip(args ...string) error {
 
 // NewLAN makes the LAN on 10.231.octet.0/24. octet must differ from those
 // of other packages' namespace tests that may run at the same time
-// (test/e2e/mentat uses 100–198, test/faults/mentat 213). The test is
-// skipped when the kernel or a missing privilege refuses namespaces.
-func NewLAN(t *testing.T, octet int) *LAN {
+// (test/e2e/mentat uses 100–198, test/faults/mentat 213, test/e2e/mortred
+// 220–249, bench/mortredhosts 250–254). The test is skipped when the
+// kernel or a missing privilege refuses namespaces.
+func NewLAN(t T, octet int) *LAN {
 	t.Helper()
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("network namespace test skipped: the ip command (iproute2) is not installed")
