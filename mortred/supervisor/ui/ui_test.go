@@ -157,3 +157,68 @@ func noSecret(t *testing.T, b *testbrowser.Browser) {
 		}
 	}
 }
+
+// TestRolloutForm drives a model's rollout form against a supervisor
+// whose model has never been rolled out: the gateway's row has none, the
+// page refuses a model file with a config itself, a rollback's refusal
+// (409) is the server's text, and the form fits a phone's screen.
+func TestRolloutForm(t *testing.T) {
+	gw := httptest.NewServer(http.NotFoundHandler())
+	defer gw.Close()
+	api := startSupervisorAPI(t, gw.Listener.Addr().String())
+
+	b := testbrowser.New(t, 1280, 1000)
+	b.Do("log in", chromedp.Navigate(api.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), apiTok), chromedp.Click(chromedp.CSS(`#loginForm button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#app")))
+	b.Until("the servers table", `!!document.querySelector('#servers tr[data-id="A"]')`)
+	b.Do("open the gateway's row", chromedp.Click(`#servers tr[data-id="gateway"] td:first-child`))
+	b.Until("the gateway's charts, with no rollout form", `!!document.querySelector('#servers tr.detail[data-for="gateway"] .chartbox') && !document.querySelector("form.rollout")`)
+
+	form := `#servers tr.detail[data-for="A"] form.rollout`
+	msg := `document.querySelector('` + form + ` .msg')`
+	b.Do("open A's row", chromedp.Click(`#servers tr[data-id="A"] td:first-child`))
+	b.Until("A's rollout form", `!!document.querySelector('`+form+` button[data-roll="rollback"]')`)
+	b.Do("give both a model file and a config",
+		chromedp.SetValue(chromedp.CSS(form+` input[name="model_file"]`), "/srv/m.onnx"),
+		chromedp.SetValue(chromedp.CSS(form+` input[name="config"]`), "/srv/m.toml"),
+		chromedp.Click(chromedp.CSS(form+` button[data-roll="rollout"]`)))
+	b.Until("the page refuses them", msg+`.textContent === "Give a model file or a config, not both: a config names its own model file."`)
+
+	b.Do("roll back", chromedp.Click(chromedp.CSS(form+` button[data-roll="rollback"]`)))
+	b.Until("the refusal", msg+`.textContent.startsWith("rollback A failed: ")`)
+	req, _ := http.NewRequest("POST", api.URL+"/api/v1/servers/A/rollback", nil)
+	req.Header.Set("Authorization", "Bearer "+apiTok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refusal struct{ Error string }
+	err = json.NewDecoder(resp.Body).Decode(&refusal)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusConflict {
+		t.Fatalf("POST rollback: %d %v", resp.StatusCode, err)
+	}
+	var shown, toast, cls string
+	b.Eval(msg+`.textContent`, &shown)
+	b.Eval(`document.getElementById("toast").textContent`, &toast)
+	b.Eval(msg+`.className`, &cls)
+	if want := "rollback A failed: " + refusal.Error; shown != want || toast != want || cls != "msg err" {
+		t.Errorf("the form says %q (%s), the toast %q; want %q", shown, cls, toast, want)
+	}
+	var values []string
+	b.Eval(`Array.from(document.querySelectorAll('`+form+` input')).map((i) => i.value)`, &values)
+	if strings.Join(values, ",") != "/srv/m.onnx,/srv/m.toml," {
+		t.Errorf("fields %q after a refusal, want them kept", values)
+	}
+
+	b.Do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	b.Until("the narrow layout", `getComputedStyle(document.querySelector("#servers th.hide-sm")).display === "none"`)
+	var width, right float64
+	b.Eval(`document.documentElement.scrollWidth`, &width)
+	b.Eval(`Math.max(...Array.from(document.querySelectorAll('`+form+` input, `+form+` button')).map((e) => e.getBoundingClientRect().right))`, &right)
+	if width > 390 || right > 390 {
+		t.Errorf("on a 390 px phone screen the page is %v px wide, the rollout form reaches %v px", width, right)
+	}
+	b.ScreenshotViewport("rollout-phone.png")
+}

@@ -77,11 +77,14 @@ func toastIs(msg string) string {
 
 func TestWebUI(t *testing.T) {
 	conf := stack.WriteConf(t, []stack.Model{{ID: "TM"}, {ID: "OTHER"},
+		// Rolled out and back by the rollout subtest only.
+		{ID: "ROLL"},
 		// Refused by the testmodel factory: it exits at once, every time.
 		{ID: "BROKEN", ModelKeys: map[string]any{"no_such_key": true}, Policy: map[string]any{"autostart": false}}}, nil)
 	sup := stack.StartSupervisor(t, conf, stack.NewTokens())
 	sup.WaitReady(t, "TM", 60*time.Second)
 	sup.WaitReady(t, "OTHER", 60*time.Second)
+	sup.WaitReady(t, "ROLL", 60*time.Second)
 	img := filepath.Join(t.TempDir(), "light.png")
 	if err := os.WriteFile(img, testmodel.GrayPNG(96, 64, 230), 0o644); err != nil {
 		t.Fatal(err)
@@ -209,6 +212,8 @@ func TestWebUI(t *testing.T) {
 			t.Fatalf("class bars named %q, want the top list's names", got)
 		}
 	})
+
+	t.Run("rollout", func(t *testing.T) { testRollout(t, b, sup, "ROLL", img) })
 
 	t.Run("screenshot", func(t *testing.T) {
 		shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
