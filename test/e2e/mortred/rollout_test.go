@@ -202,9 +202,13 @@ func TestRollout(t *testing.T) {
 		}
 		return nil
 	})
-	if r, err := sup.API("GET", "/api/v1/servers/PPOCR_CLS"); err != nil || !bytes.Contains(r.Body, []byte(`"state":"done"`)) || bytes.Contains(r.Body, []byte(`"draining"`)) {
-		t.Errorf("status once drained: %v %v", r, err)
-	}
+	// The rollout is done once the stopped process is reaped.
+	testproc.Eventually(t, 10*time.Second, "the rollout done", func() error {
+		if r, err := sup.API("GET", "/api/v1/servers/PPOCR_CLS"); err != nil || !bytes.Contains(r.Body, []byte(`"state":"done"`)) || bytes.Contains(r.Body, []byte(`"draining"`)) {
+			return fmt.Errorf("status once drained: %v %v", r, err)
+		}
+		return nil
+	})
 
 	// And back.
 	outs = loadWhile(func() {
