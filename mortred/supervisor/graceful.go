@@ -54,11 +54,16 @@ func (m *Manager) activeJobs(ctx context.Context, client *http.Client, url strin
 	if !ok {
 		return 0, fmt.Errorf("the model server does not export %s", activeJobsMetric)
 	}
+	return int(gaugeSum(mf)), nil
+}
+
+// gaugeSum adds up a gauge family's series (0 for a missing family).
+func gaugeSum(mf *dto.MetricFamily) float64 {
 	total := 0.0
 	for _, mt := range mf.GetMetric() {
 		total += mt.GetGauge().GetValue()
 	}
-	return int(total), nil
+	return total
 }
 
 // maxMetricsBytes bounds one child's /metrics answer: an exposition is a few

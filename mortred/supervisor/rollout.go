@@ -357,9 +357,7 @@ func (m *Manager) busy(ctx context.Context, client *http.Client, url string) (in
 	}
 	total := 0.0
 	for _, name := range []string{"mortred_queue_depth", "mortred_workers_busy", activeJobsMetric} {
-		for _, mt := range mfs[name].GetMetric() {
-			total += mt.GetGauge().GetValue()
-		}
+		total += gaugeSum(mfs[name])
 	}
 	accepted := 0.0
 	for _, mt := range mfs["mortred_async_jobs_total"].GetMetric() {
@@ -702,14 +700,9 @@ func fileSHA256(path string) (string, error) {
 
 // configVersion is a model config's version key, else its SHA-256 prefix.
 func configVersion(path string) (string, error) {
-	var head struct {
-		Version string `toml:"version"`
-	}
-	if _, err := toml.DecodeFile(path, &head); err != nil {
-		return "", err
-	}
-	if head.Version != "" {
-		return head.Version, nil
+	v, err := readVersion(path)
+	if err != nil || v != "" {
+		return v, err
 	}
 	sum, err := fileSHA256(path)
 	if err != nil {
@@ -720,13 +713,17 @@ func configVersion(path string) (string, error) {
 
 // modelVersion is the version a model config names ("" if unreadable).
 func modelVersion(path string) string {
+	v, _ := readVersion(path)
+	return v
+}
+
+// readVersion reads a model config's version key.
+func readVersion(path string) (string, error) {
 	var head struct {
 		Version string `toml:"version"`
 	}
-	if _, err := toml.DecodeFile(path, &head); err != nil {
-		return ""
-	}
-	return head.Version
+	_, err := toml.DecodeFile(path, &head)
+	return head.Version, err
 }
 
 // freePort asks the kernel for a port free on host.
