@@ -364,3 +364,36 @@ func TestCommandNotFound(t *testing.T) {
 		t.Fatalf("actor %+v", act)
 	}
 }
+
+// An agent killed outright takes its engine with it (found by the chaos
+// soak: the orphaned engine kept the port, and the agent started in its
+// place could not serve).
+func TestKilledAgentStopsItsEngine(t *testing.T) {
+	_, daddr := startDaemon(t)
+	exe, _ := os.Executable()
+	a := start(t, append(agentEnv(daddr, "MENTAT_GROUP=g3"), helperEnv("127.0.0.1:0")...), "agent", "--", exe)
+	var pid int
+	eventually(t, "actor running", func() bool {
+		s := status(t, daddr)
+		if s == nil {
+			return false
+		}
+		for _, act := range s.Groups["g3"].Actors {
+			if act.State == "running" {
+				pid = act.PID
+			}
+		}
+		return pid != 0
+	})
+	if err := syscall.Kill(a.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, a)
+	eventually(t, "the engine gone after its agent was killed", func() bool {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		// Gone, or a zombie waiting for init to reap it.
+		return err != nil || strings.Contains(string(b), ") Z ")
+	})
+	// It was told to stop (SIGTERM), not left to be killed.
+	eventually(t, "the engine told SIGTERM", func() bool { return strings.Contains(a.Output(), "helper got SIGTERM") })
+}

@@ -46,7 +46,13 @@ func (a *actor) spawning() {
 func (a *actor) start() (int, error) {
 	cmd := exec.Command(a.argv[0], a.argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: an agent killed outright (SIGKILL, the OOM killer) must
+	// not leave its engine running with nobody to report it; the next
+	// agent's engine would find the port taken. SIGTERM lets the engine
+	// stop as it would when told to. The kernel ties this to the thread
+	// that forked, and the Go runtime ends a thread only when a goroutine
+	// locked to it exits, which start never does.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		code := 126
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
