@@ -17,7 +17,7 @@ TEST_TIMEOUT ?= 30m
 export MORTRED_ORT_LIB ?= $(CURDIR)/.deps/onnxruntime/libonnxruntime.so.1
 export MORTRED_MODEL_DIR ?= $(CURDIR)/.deps/models
 
-.PHONY: all setup setup-deb setup-go setup-npm setup-models build test test-unit lint demo bench clean
+.PHONY: all setup setup-deb setup-go setup-npm setup-models build test test-unit lint demo bench soak clean
 
 all: build
 
@@ -59,6 +59,11 @@ demo: setup build
 ## bench: side-by-side benchmarks, written to docs/benchmarks.md
 bench: setup build
 	@scripts/bench.sh
+
+## soak: the chaos soak of both products, report in docs/soak.md
+## (SOAK_DURATION, default 30m; SOAK_SEED, default 1; SOAK_OUT; SOAK_DIR keeps configs and logs)
+soak: setup build
+	$(GO) run ./bench/soak/cmd
 
 clean:
 	rm -rf $(BIN)

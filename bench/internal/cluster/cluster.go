@@ -6,7 +6,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -208,25 +207,7 @@ var client = &http.Client{Timeout: 5 * time.Second}
 func get(url string, v any) error { return getWith(url, nil, v) }
 
 func getWith(url string, header http.Header, v any) error {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	for k, vv := range header {
-		req.Header[k] = vv
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
-	}
-	if v == nil {
-		return nil
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
+	return harness.GetJSON(context.Background(), client, url, header, v)
 }
 
 // WriteKeyFile writes a router key file into dir with one key that

@@ -6,9 +6,11 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -184,4 +186,29 @@ func WaitListening(ctx context.Context, timeout time.Duration, what, addr string
 		}
 		return err
 	}, proc)
+}
+
+// GetJSON GETs url through c with header, fails on any status but 200,
+// and decodes the body into v (when not nil): the readiness and status
+// checks of the benchmarks and the soak.
+func GetJSON(ctx context.Context, c *http.Client, url string, header http.Header, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	for k, vv := range header {
+		req.Header[k] = vv
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
+	}
+	if v == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
 }

@@ -1,0 +1,410 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"image/png"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fe64bb06/frontdoor/bench/soak/record"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func at(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
+
+const mb = 1 << 20
+
+// synth is a five-minute run: three faults, ~400 requests, three
+// processes sampled every 5 s, router-1 restarted at 151 s with a larger
+// RSS than before (so pairing across PIDs would call it growth), and
+// engine-a1 growing 10% during warm-up and inside fault windows only.
+// It meets every target.
+func synth() Input {
+	in := Input{
+		Seed: 7, Commit: "abc1234", Duration: 5 * time.Minute,
+		Start: t0, End: at(300), Warmup: 30 * time.Second,
+		Topology: "Two routers and two engines behind the gateway.",
+		Command:  "make soak SOAK_SEED=7",
+		Faults: []record.Fault{
+			{Kind: "sigkill-engine", Target: "engine-a1", Start: at(60), End: at(62), Recovered: at(66), Bound: 10 * time.Second},
+			{Kind: "restart-router", Target: "router-1", Start: at(150), End: at(152), Recovered: at(155), Bound: 5 * time.Second},
+			{Kind: "link-down", Target: "gateway", Start: at(230), End: at(240), Recovered: at(242), Bound: 10 * time.Second, Note: "link restored"},
+		},
+	}
+	kinds := []string{"chat", "chat-stream", "ocr", "bad-json"}
+	paths := map[string][]string{
+		"chat":        {"gateway", "router-1", "engine-a1"},
+		"chat-stream": {"gateway", "router-1", "engine-a1"},
+		"ocr":         {"gateway", "model-ppocr"},
+		"bad-json":    {"gateway"},
+	}
+	for i := 0; i < 400; i++ {
+		s := float64(i) * 0.75
+		k := kinds[i%len(kinds)]
+		r := record.Result{Kind: k, Start: at(s), End: at(s + 0.05 + float64(i%10)*0.02), Status: 200, Path: paths[k], Outcome: record.Served}
+		for _, f := range in.Faults {
+			if s >= f.Start.Sub(t0).Seconds() && s <= f.End.Sub(t0).Seconds()+3 {
+				for _, p := range r.Path {
+					if p == f.Target {
+						r.Outcome, r.Status, r.Blame, r.Detail, r.Failed = record.CleanFail, 503, f.Kind, "upstream unavailable", true
+					}
+				}
+			}
+		}
+		in.Results = append(in.Results, r)
+	}
+	inFault := func(s float64) bool {
+		for _, f := range in.Faults {
+			if s >= f.Start.Sub(t0).Seconds() && s <= f.End.Sub(t0).Seconds()+20 {
+				return true
+			}
+		}
+		return false
+	}
+	for s := 0.0; s <= 300; s += 5 {
+		bump := 0
+		if inFault(s) {
+			bump = 30 // descriptors held while peers reconnect: not a leak
+		}
+		in.Samples = append(in.Samples, record.Sample{At: at(s), Proc: "gateway", PID: 100, RSS: 200 * mb, FDs: 40 + bump, Conns: 12, Threads: 9, Goroutines: 100 + bump})
+		eng := int64(1000 * mb)
+		if s < 30 {
+			eng = int64(float64(900*mb) * (1 + s/300))
+		}
+		if inFault(s) {
+			eng = 1100 * mb
+		}
+		in.Samples = append(in.Samples, record.Sample{At: at(s), Proc: "engine-a1", PID: 300, RSS: eng, FDs: 20, Conns: 3, Threads: 30, Goroutines: -1})
+		switch {
+		case s <= 150:
+			in.Samples = append(in.Samples, record.Sample{At: at(s), Proc: "router-1", PID: 200, RSS: 100 * mb, FDs: 30, Conns: 5, Threads: 8, Goroutines: 60})
+		case s >= 155:
+			in.Samples = append(in.Samples, record.Sample{At: at(s), Proc: "router-1", PID: 201, RSS: 120 * mb, FDs: 31 + bump, Conns: 5, Threads: 8, Goroutines: 62})
+		}
+	}
+	return in
+}
+
+// setLast changes the last quiet sample (300 s) of one process.
+func setLast(in *Input, proc string, f func(*record.Sample)) {
+	for i := range in.Samples {
+		if in.Samples[i].Proc == proc && in.Samples[i].At.Equal(at(300)) {
+			f(&in.Samples[i])
+		}
+	}
+}
+
+func TestEvaluate(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*Input)
+		failed string // letters of the targets expected to fail, a–f
+	}{
+		{"base", func(*Input) {}, ""},
+		{"defect", func(in *Input) {
+			in.Results[10].Outcome, in.Results[10].Detail = record.Defect, "truncated stream"
+		}, "a"},
+		{"unattributed", func(in *Input) {
+			in.Results[11].Outcome, in.Results[11].Status = record.Unattributed, 500
+		}, "b"},
+		{"never recovered", func(in *Input) { in.Faults[1].Recovered = time.Time{} }, "c"},
+		{"late recovery", func(in *Input) { in.Faults[1].Recovered = at(157.5) }, "c"},
+		{"recovery exactly at bound", func(in *Input) { in.Faults[1].Recovered = at(157) }, ""},
+		{"rss grows 10% at quiet points", func(in *Input) {
+			for i := range in.Samples {
+				if s := &in.Samples[i]; s.Proc == "engine-a1" && s.At.After(at(30)) {
+					s.RSS = int64(float64(1000*mb) * (1 + 0.1*s.At.Sub(t0).Seconds()/300))
+				}
+			}
+		}, "d"},
+		{"rss grows 4%", func(in *Input) { setLast(in, "gateway", func(s *record.Sample) { s.RSS = 208 * mb }) }, ""},
+		{"rss grows 6%", func(in *Input) { setLast(in, "gateway", func(s *record.Sample) { s.RSS = 212 * mb }) }, "d"},
+		{"descriptors +8", func(in *Input) { setLast(in, "gateway", func(s *record.Sample) { s.FDs = 48 }) }, ""},
+		{"descriptors +9", func(in *Input) { setLast(in, "gateway", func(s *record.Sample) { s.FDs = 49 }) }, "e"},
+		{"goroutines at limit", func(in *Input) { setLast(in, "gateway", func(s *record.Sample) { s.Goroutines = 120 }) }, ""},
+		{"goroutines over limit", func(in *Input) { setLast(in, "router-1", func(s *record.Sample) { s.Goroutines = 79 }) }, "e"},
+		{"orphan", func(in *Input) { in.Orphans = []string{"mentat-engine pid 4242"} }, "f"},
+		{"no faults", func(in *Input) { in.Faults = nil }, "c"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := synth()
+			c.mutate(&in)
+			ts := Evaluate(in)
+			if len(ts) != 6 {
+				t.Fatalf("got %d targets, want 6", len(ts))
+			}
+			for i, tg := range ts {
+				letter := string(rune('a' + i))
+				want := !strings.Contains(c.failed, letter)
+				if tg.Met != want {
+					t.Errorf("target (%s) %q: met=%v, want %v; measured: %s", letter, tg.Goal, tg.Met, want, tg.Measured)
+				}
+			}
+		})
+	}
+}
+
+func TestEvaluateMeasured(t *testing.T) {
+	in := synth()
+	in.Faults[1].Recovered = time.Time{}
+	in.Faults[0].Recovered = at(80)
+	in.Orphans = []string{"b-proc", "a-proc"}
+	// A process seen only briefly cannot speak to growth.
+	for s := 100.0; s <= 140; s += 5 {
+		in.Samples = append(in.Samples, record.Sample{At: at(s), Proc: "agent", PID: 9, RSS: mb, FDs: 5, Goroutines: -1})
+	}
+	ts := Evaluate(in)
+	for _, want := range []struct {
+		i    int
+		text string
+	}{
+		{2, "missed: restart-router (1 of 1: 1 never); sigkill-engine (1 of 1: 1 late)"},
+		{3, "worst: engine-a1 +0.0%"},
+		{3, "3 of 4 processes measured"},
+		{3, "skipped: agent (longest quiet lifetime (pid 9) 40s < 2m0s)"},
+		{4, "descriptors worst: engine-a1 20 → 20"},
+		{4, "goroutines worst: router-1 62 → 62 (limit 78)"},
+		{5, "2: a-proc, b-proc"},
+	} {
+		if !strings.Contains(ts[want.i].Measured, want.text) {
+			t.Errorf("target %d measured %q lacks %q", want.i, ts[want.i].Measured, want.text)
+		}
+	}
+	// The restarted router is judged on its second, longer PID.
+	for _, p := range procStats(in) {
+		if p.Name == "router-1" && (p.PID != 201 || p.Restarts != 1 || p.RSSGrowth != 0) {
+			t.Errorf("router-1: pid %d restarts %d growth %v; want pid 201, 1 restart, 0 growth", p.PID, p.Restarts, p.RSSGrowth)
+		}
+	}
+}
+
+func countResults(in Input, kind string, o record.Outcome) int {
+	n := 0
+	for _, r := range in.Results {
+		if r.Kind == kind && r.Outcome == o {
+			n++
+		}
+	}
+	return n
+}
+
+func TestWrite(t *testing.T) {
+	in := synth()
+	in.Results[10].Outcome, in.Results[10].Detail = record.Defect, "truncated stream"
+	in.Notes = []string{"disk-full skipped: not root"}
+	md := filepath.Join(t.TempDir(), "docs", "soak.md")
+	if err := Write(in, md); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	blamed := 0
+	for _, r := range in.Results {
+		if r.Blame == "restart-router" {
+			blamed++
+		}
+	}
+	if blamed == 0 {
+		t.Fatal("synthetic input has no failure blamed on restart-router")
+	}
+	chat := func(o record.Outcome) int { return countResults(in, "chat", o) }
+	wants := []string{
+		"# Soak report\n",
+		"Commit `abc1234`, seed 7, duration 5m0s, started 2026-01-02T03:04:05Z, warm-up 30s.",
+		"| Goal | Measured | Met |",
+		"| 0 defects | 1 defects in 400 requests | ❌ |",
+		"| 0 orphan processes | 0 | ✅ |",
+		"| RSS growth < 5% after warm-up, per process | worst: ",
+		"Two routers and two engines behind the gateway.",
+		"```sh\nmake soak SOAK_SEED=7\n```",
+		"| Kind | served | failed cleanly (fault) | failed, no fault to blame | defect | Total |",
+		fmt.Sprintf("| chat | %d | %d | 0 | %d | 100 |", chat(record.Served), chat(record.CleanFail), chat(record.Defect)),
+		fmt.Sprintf("| **total** | %d | %d | 0 | 1 | 400 |", countOutcome(in.Results, record.Served), countOutcome(in.Results, record.CleanFail)),
+		fmt.Sprintf("| restart-router | 1 | %d | 3s | 3s | 3s | 5s | 0 | 0 |", blamed),
+		"| 230.0 s | link-down | gateway | 10s | 2s | 10s | link restored |",
+		"### Defects (1)",
+		"| 7.5 s | ocr | 200 | gateway, model-ppocr | truncated stream |",
+		"### Unattributed failures (0)\n\nNone.",
+		"| router-1 | 61 | 1 | 201 | 120.0 | 120.0 | +0.0% | 31 | 31 | 61 | 5 | 62 | 62 |",
+		"| engine-a1 | 61 | 0 | 300 | 1000.0 | 1000.0 | +0.0% | 20 | 20 | 20 | 3 | — | — |",
+		"## Orphans\n\nNone.",
+		"## Notes\n\n- disk-full skipped: not root",
+	}
+	for _, f := range []string{"success.png", "latency-p99.png", "rss.png", "fds.png"} {
+		wants = append(wants, "](soak-charts/"+f+")")
+	}
+	for _, w := range wants {
+		if !strings.Contains(doc, w) {
+			t.Errorf("report lacks %q", w)
+		}
+	}
+	if strings.Contains(doc, "chart skipped") {
+		t.Error("a chart was skipped with data present")
+	}
+
+	for _, f := range []string{"success.png", "latency-p99.png", "rss.png", "fds.png"} {
+		p := filepath.Join(filepath.Dir(md), "soak-charts", f)
+		fh, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(fh)
+		fh.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if got := img.Bounds().Size(); got.X != 864 || got.Y != 336 {
+			t.Errorf("%s: %v, want 864x336", f, got)
+		}
+		colours := map[[3]uint32]bool{}
+		for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y += 3 {
+			for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x += 3 {
+				r, g, b, _ := img.At(x, y).RGBA()
+				colours[[3]uint32{r, g, b}] = true
+			}
+		}
+		if len(colours) < 10 {
+			t.Errorf("%s: only %d colours, looks blank", f, len(colours))
+		}
+	}
+}
+
+func TestWriteDeterministic(t *testing.T) {
+	dir := t.TempDir()
+	in := synth()
+	in.Results[5].Outcome = record.Unattributed
+	a := filepath.Join(dir, "a.md")
+	if err := Write(in, a); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(1))
+	rng.Shuffle(len(in.Results), func(i, j int) { in.Results[i], in.Results[j] = in.Results[j], in.Results[i] })
+	rng.Shuffle(len(in.Samples), func(i, j int) { in.Samples[i], in.Samples[j] = in.Samples[j], in.Samples[i] })
+	rng.Shuffle(len(in.Faults), func(i, j int) { in.Faults[i], in.Faults[j] = in.Faults[j], in.Faults[i] })
+	b := filepath.Join(dir, "b.md")
+	if err := Write(in, b); err != nil {
+		t.Fatal(err)
+	}
+	x, _ := os.ReadFile(a)
+	y, _ := os.ReadFile(b)
+	if !bytes.Equal(bytes.ReplaceAll(x, []byte("a-charts"), []byte("b-charts")), y) {
+		t.Error("same run in another order gives another report")
+	}
+}
+
+func TestDetailEscaping(t *testing.T) {
+	in := synth()
+	long := "bad | body\nsecond line <b>x</b>\r\n" + strings.Repeat("y", 300)
+	in.Results[3].Outcome, in.Results[3].Detail, in.Results[3].Status = record.Defect, long, 0
+	for i := 100; i < 140; i++ {
+		in.Results[i].Outcome, in.Results[i].Detail = record.Unattributed, fmt.Sprintf("error %d", i)
+	}
+	md := filepath.Join(t.TempDir(), "soak.md")
+	if err := Write(in, md); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(md)
+	doc := string(b)
+	var row string
+	for _, l := range strings.Split(doc, "\n") {
+		if strings.Contains(l, "bad ") {
+			row = l
+		}
+	}
+	if !strings.HasPrefix(row, "| 2.2 s | bad-json | — | gateway | bad \\| body second line &lt;b>x&lt;/b> yyy") {
+		t.Fatalf("defect row %q", row)
+	}
+	if !strings.HasSuffix(row, "y… |") {
+		t.Errorf("detail not cut: %q", row)
+	}
+	if n := strings.Count(strings.ReplaceAll(row, `\|`, ""), "|"); n != 6 {
+		t.Errorf("row has %d cell separators, want 6: %q", n, row)
+	}
+	detail := strings.TrimSuffix(row[strings.Index(row, "bad "):], " |")
+	unescaped := strings.NewReplacer(`\|`, "|", "&lt;", "<").Replace(detail)
+	if n := len([]rune(unescaped)); n != maxDetail+1 {
+		t.Errorf("detail is %d runes, want %d and an ellipsis", n, maxDetail)
+	}
+
+	if !strings.Contains(doc, "### Unattributed failures (40)") || !strings.Contains(doc, "… and 10 more.") {
+		t.Error("unattributed section not capped at 30 with a count of the rest")
+	}
+	if strings.Contains(doc, "error 130") || !strings.Contains(doc, "error 129") {
+		t.Error("unattributed table does not list exactly the first 30 by time")
+	}
+}
+
+func TestEmpty(t *testing.T) {
+	ts := Evaluate(Input{})
+	if len(ts) != 6 {
+		t.Fatalf("%d targets", len(ts))
+	}
+	for i, tg := range ts {
+		if tg.Met != (i == 5) {
+			t.Errorf("empty run: target %q met=%v (%s)", tg.Goal, tg.Met, tg.Measured)
+		}
+	}
+	md := filepath.Join(t.TempDir(), "soak.md")
+	// A full report first, so the empty one must also clear its charts.
+	if err := Write(synth(), md); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(Input{}, md); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	if n := strings.Count(doc, "chart skipped"); n != 4 {
+		t.Errorf("%d charts skipped, want 4:\n%s", n, doc)
+	}
+	for _, w := range []string{"No requests recorded.", "No faults injected.", "No samples recorded.", "started unknown", "| 0 defects | no requests recorded | ❌ |"} {
+		if !strings.Contains(doc, w) {
+			t.Errorf("empty report lacks %q", w)
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(md), "soak-charts", "*.png"))
+	if len(left) != 0 {
+		t.Errorf("stale charts left: %v", left)
+	}
+}
+
+func TestSeries(t *testing.T) {
+	in := Input{Start: t0, Results: []record.Result{
+		{Start: at(1), End: at(2), Outcome: record.Served},
+		{Start: at(1), End: at(4), Outcome: record.Served},
+		{Start: at(3), End: at(5), Outcome: record.Served},
+		{Start: at(3), End: at(6), Outcome: record.CleanFail},
+		{Start: at(12), End: at(13), Outcome: record.Defect},
+	}}
+	s := successSeries(in)[0].xys
+	if len(s) != 2 || s[0].X != 5 || s[0].Y != 75 || s[1].X != 15 || s[1].Y != 0 {
+		t.Errorf("success %v", s)
+	}
+	l := latencySeries(in)[0].xys
+	if len(l) != 1 || l[0].Y != 3 {
+		t.Errorf("p99 %v", l)
+	}
+	if p := p99([]float64{5, 1, 2, 3}); p != 5 {
+		t.Errorf("p99 of 4 = %v", p)
+	}
+	ls := make([]float64, 200)
+	for i := range ls {
+		ls[i] = float64(i + 1)
+	}
+	if p := p99(ls); p != 198 {
+		t.Errorf("p99 of 1..200 = %v, want 198", p)
+	}
+}
