@@ -31,7 +31,7 @@ func judge(results []record.Result, faults []record.Fault) {
 func blame(r record.Result, faults []record.Fault) *record.Fault {
 	for i := range faults {
 		f := &faults[i]
-		if lossless(f.Kind) || !slices.Contains(r.Path, f.Target) {
+		if lossless(f.Kind) || !slices.Contains(r.Path, f.Target) || (len(r.Only) > 0 && !slices.Contains(r.Only, f.Kind)) {
 			continue
 		}
 		to := f.Recovered

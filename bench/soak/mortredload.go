@@ -24,6 +24,10 @@ import (
 // mortredDeadline bounds every sync call and every job's whole life.
 const mortredDeadline = 90 * time.Second
 
+// ledgerLost are the faults that end the process holding a job's
+// in-memory ledger entry: nothing else may lose a job.
+var ledgerLost = []string{"sigkill-model", "restart-supervisor"}
+
 // input is one image the load sends, with the answer it must get: want is
 // the compact JSON of results[0].data, taken once from a quiet system at
 // the start (the models are deterministic with batching off), and for the
@@ -200,6 +204,7 @@ func (c *mortredClient) job(ctx context.Context, in *input, late time.Duration) 
 			// The job is gone: its holder restarted (in-memory jobs)
 			// or it was lost; the judge decides which from the faults.
 			res.Failed, res.Detail = true, fmt.Sprintf("job %s: 404 %.160s", sub.JobID, raw)
+			res.Only = ledgerLost
 			return res
 		}
 		if code != http.StatusOK {
@@ -221,6 +226,7 @@ func (c *mortredClient) job(ctx context.Context, in *input, late time.Duration) 
 			if code != http.StatusOK {
 				if code == http.StatusNotFound {
 					res.Failed, res.Detail = true, fmt.Sprintf("job %s done, then its result 404: %.160s", sub.JobID, raw)
+					res.Only = ledgerLost
 					return res
 				}
 				return refusedBody(res, raw)

@@ -62,6 +62,10 @@ type Result struct {
 	// values: "engine-a1", "router-1", "gateway", "model-ppocr", …);
 	// a failure is attributable when a fault on one of them overlaps it.
 	Path []string
+	// Only, when set, names the fault kinds that may explain this
+	// failure (a job lost from the ledger: only a fault that ends the
+	// process holding it).
+	Only []string
 	// Blame is the fault kind a failure was attributed to.
 	Blame string
 }
