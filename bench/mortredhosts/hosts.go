@@ -51,23 +51,23 @@ func runHosts(ctx context.Context, cfg Config, dir string) (res HostsResult, md 
 	if err != nil {
 		return res, "", fmt.Errorf("PPOCR_CLS needs ONNX Runtime and the PP-OCR models (make setup-models): %w", err)
 	}
-	lt := &lanT{}
+	lt := &testnet.Adapter{}
 	// Registered first, so it runs last: after every process in the
 	// namespaces has stopped.
 	defer func() {
-		if cerr := lt.close(); cerr != nil {
+		if cerr := lt.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("removing the network namespaces: %w", cerr))
 		}
 	}()
 	var hosts [2]*testnet.Host
-	if err := lt.do(func() {
+	if err := lt.Do(func() {
 		lan := testnet.NewLAN(lt, cfg.LANOctet)
 		hosts[0], hosts[1] = lan.AddHost(), lan.AddHost()
 	}); err != nil {
-		var skip *skipError
+		var skip *testnet.SkipError
 		if errors.As(err, &skip) {
 			res.NotMeasured = notRoot
-			return res, fmt.Sprintf("**Not measured: %s** (%s).\n", notRoot, mdLine(skip.msg)), nil
+			return res, fmt.Sprintf("**Not measured: %s** (%s).\n", notRoot, mdLine(skip.Msg)), nil
 		}
 		return res, "", fmt.Errorf("the hosts' network: %w", err)
 	}

@@ -10,9 +10,9 @@
 // host's side, so the root side's route stays. Everything is removed when
 // the test ends, failed or not.
 //
-// A benchmark uses it too, through T: testing.TB satisfies it, and an
-// adapter outside a test can run the cleanups itself and turn Fatal and
-// Skip into errors.
+// Benchmarks and the soak use it too, through T: testing.TB satisfies
+// it, and outside a test Adapter runs the cleanups itself and turns Fatal
+// and Skip into errors.
 package testnet
 
 import (
@@ -68,7 +68,7 @@ func ip(args ...string) error {
 // NewLAN makes the LAN on 10.231.octet.0/24. octet must differ from those
 // of other packages' namespace tests that may run at the same time
 // (test/e2e/mentat uses 100–198, test/faults/mentat 213, test/e2e/mortred
-// 220–249, bench/mortredhosts 250–254). The test is skipped when the
+// 220–249, bench/mortredhosts 250–254, bench/soak 212). The test is skipped when the
 // kernel or a missing privilege refuses namespaces.
 func NewLAN(t T, octet int) *LAN {
 	t.Helper()

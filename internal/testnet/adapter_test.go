@@ -1,4 +1,4 @@
-package mortredhosts
+package testnet
 
 import (
 	"errors"
@@ -8,9 +8,9 @@ import (
 )
 
 func TestLanTFatalAndSkip(t *testing.T) {
-	lt := &lanT{}
+	lt := &Adapter{}
 	ran := false
-	err := lt.do(func() {
+	err := lt.Do(func() {
 		lt.Helper()
 		lt.Fatal("ip link add: ", "refused")
 		ran = true
@@ -18,16 +18,16 @@ func TestLanTFatalAndSkip(t *testing.T) {
 	if err == nil || err.Error() != "ip link add: refused" || ran {
 		t.Errorf("Fatal: %v (ran on: %v)", err, ran)
 	}
-	var skip *skipError
+	var skip *SkipError
 	for _, f := range []func(){func() { lt.Skip("no ", "ip") }, func() { lt.Skipf("refused: %d", 1) }} {
-		if err := lt.do(f); !errors.As(err, &skip) {
-			t.Errorf("Skip: %v, want a *skipError", err)
+		if err := lt.Do(f); !errors.As(err, &skip) {
+			t.Errorf("Skip: %v, want a *SkipError", err)
 		}
 	}
-	if skip.msg != "refused: 1" {
-		t.Errorf("Skipf message %q", skip.msg)
+	if skip.Msg != "refused: 1" {
+		t.Errorf("Skipf message %q", skip.Msg)
 	}
-	if err := lt.do(func() {}); err != nil {
+	if err := lt.Do(func() {}); err != nil {
 		t.Errorf("nothing failed: %v", err)
 	}
 	// Any other panic is not ours to swallow.
@@ -36,23 +36,23 @@ func TestLanTFatalAndSkip(t *testing.T) {
 			t.Errorf("recovered %v, want the panic to go on", r)
 		}
 	}()
-	_ = lt.do(func() { panic("boom") })
+	_ = lt.Do(func() { panic("boom") })
 }
 
 func TestLanTCleanup(t *testing.T) {
-	lt := &lanT{}
+	lt := &Adapter{}
 	var order []int
 	lt.Cleanup(func() { order = append(order, 1) })
 	lt.Cleanup(func() { lt.Fatal("second failed"); order = append(order, 2) })
 	lt.Cleanup(func() { order = append(order, 3); lt.Errorf("cleanup: %s", "third reported") })
-	err := lt.close()
+	err := lt.Close()
 	if !slices.Equal(order, []int{3, 1}) {
 		t.Errorf("ran %v, want the last first and every one despite a Fatal", order)
 	}
 	if err == nil || !strings.Contains(err.Error(), "third reported") || !strings.Contains(err.Error(), "second failed") {
 		t.Errorf("close: %v", err)
 	}
-	if err := lt.close(); err != nil || len(order) != 2 {
+	if err := lt.Close(); err != nil || len(order) != 2 {
 		t.Errorf("a second close ran again: %v %v", err, order)
 	}
 }
