@@ -27,6 +27,11 @@ const (
 	// restarts without five minutes of readiness mark a server failed)
 	// out of the way: that guard is a feature, not something to trip.
 	modelKillsPer5Min = 3
+	// linkBound: when a cut link comes back, a probe sent while it was
+	// down may still be waiting out its timeout, twice (the router
+	// retries a failed probe on a fresh connection); then one probe
+	// round, and the daemon watcher's poll.
+	linkBound = 2*ProbeTimeout + 2*ProbeInterval
 )
 
 // faultKind is one kind of fault: what it hits, how it is injected and
@@ -209,6 +214,25 @@ var kinds = []faultKind{
 			}
 			return nil
 		}},
+	{name: "link-down", bound: linkBound, targets: func(r *run) []string {
+		if r.node == nil {
+			return nil
+		}
+		return []string{nodeName}
+	}, inject: func(ctx context.Context, r *run, _ string, rnd *rand.Rand) error {
+		if err := r.lan.Do(r.node.Cut); err != nil {
+			return err
+		}
+		pause(ctx, 5*time.Second+time.Duration(rnd.Int64N(int64(10*time.Second))))
+		return r.lan.Do(r.node.Restore)
+	}, recovered: func(ctx context.Context, r *run, _ string) error {
+		for _, e := range r.mentat.engines {
+			if e.node != "" {
+				return groupBack(ctx, r, e.group)
+			}
+		}
+		return nil
+	}},
 	{name: "disk-full", bound: 10 * time.Second, lossless: true,
 		targets: func(r *run) []string {
 			if !r.tmpfs {

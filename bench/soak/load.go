@@ -26,6 +26,9 @@ func (r *run) mentatPaths() map[string][]string {
 	paths := map[string][]string{}
 	for _, e := range r.mentat.engines {
 		paths[e.model] = append(paths[e.model], "engine-"+e.group, "agent-"+e.group)
+		if e.node != "" {
+			paths[e.model] = append(paths[e.model], e.node)
+		}
 	}
 	for m := range paths {
 		for _, rt := range r.mentat.routers {

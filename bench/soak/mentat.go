@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/fe64bb06/frontdoor/bench/internal/harness"
 	"github.com/fe64bb06/frontdoor/bench/internal/nginx"
 	"github.com/fe64bb06/frontdoor/internal/nginxconf"
+	"github.com/fe64bb06/frontdoor/internal/testnet"
 )
 
 // The mentat half of the topology: one daemon, five agents each running
@@ -29,16 +31,23 @@ const (
 	// ProbeInterval is the routers' PROBE_INTERVAL_S; a readmission is
 	// bounded by two rounds of it (plus the daemon's doorbell).
 	ProbeInterval = time.Second
+	// ProbeTimeout is the routers' PROBE_TIMEOUT_S (their default).
+	ProbeTimeout = 3 * time.Second
 )
 
 type engine struct {
 	group, model string
 	port, mcp    int
 	agent        *service
+	// addr is where the routers reach the engine; node names the network
+	// namespace it runs in ("" for the loopback).
+	addr, node string
 }
 
 type mentat struct {
-	daemon  *service
+	daemon *service
+	// node2 is the second node's daemon when a3 runs in a namespace.
+	node2   *service
 	engines []*engine
 	routers []*service
 	rports  []int
@@ -57,9 +66,20 @@ func (e *engine) pid() int {
 	return 0
 }
 
-func (e *engine) url() string { return "http://127.0.0.1:" + strconv.Itoa(e.port) }
+func (e *engine) url() string { return "http://" + net.JoinHostPort(e.addr, strconv.Itoa(e.port)) }
 
-func startMentat(ctx context.Context, t topo) (m *mentat, err error) {
+// nodeName is the component name of the namespace host, in request paths
+// and fault targets.
+const nodeName = "node2"
+
+// nodePort is the second daemon's and the engine's port inside the
+// namespace, which has every port free.
+const (
+	nodeDaemonPort = 6380
+	nodeEnginePort = 8000
+)
+
+func startMentat(ctx context.Context, t topo, node *testnet.Host) (m *mentat, err error) {
 	dir, logDir, env, seed := t.dir, t.logDir, t.env, t.seed
 	m = &mentat{}
 	defer func() {
@@ -84,18 +104,41 @@ func startMentat(ctx context.Context, t topo) (m *mentat, err error) {
 	if err := harness.Eventually(ctx, 30*time.Second, "daemon /status", func() error { return getOK(ctx, "http://"+m.daddr+"/status") }, m.daemon.current()); err != nil {
 		return m, err
 	}
+	// The routers take port-form engines on the loopback, and on the
+	// second node's address when there is one.
+	daemons, allowed := m.daddr, "127.0.0.1,::1"
+	if node != nil {
+		// A second node: its own daemon, on the namespace's LAN address.
+		naddr := net.JoinHostPort(node.Addr, strconv.Itoa(nodeDaemonPort))
+		m.node2 = &service{name: "daemon-" + nodeName, logDir: logDir, spec: harness.Spec{Bin: "ip",
+			Args: node.Command(bin("mentatd"), "daemon")[1:],
+			Env: append([]string{"MENTAT_HTTP_HOST=" + node.Addr, "MENTAT_HTTP_PORT=" + strconv.Itoa(nodeDaemonPort),
+				"MENTAT_ANNOUNCE_PORT=0", "MENTAT_NODE_IP=" + node.Addr, "MENTAT_AGENT_TIMEOUT_S=6"}, env...)}}
+		if err := m.node2.start(); err != nil {
+			return m, err
+		}
+		if err := harness.Eventually(ctx, 30*time.Second, "the second node's daemon", func() error { return getOK(ctx, "http://"+naddr+"/status") }, m.node2.current()); err != nil {
+			return m, err
+		}
+		daemons += "," + naddr
+		allowed += "," + node.Addr
+	}
 	for i, g := range []struct {
 		group, model string
 		mcp          bool
 	}{{"a1", ModelA, true}, {"a2", ModelA, false}, {"a3", ModelA, false}, {"b1", ModelB, true}, {"b2", ModelB, false}} {
-		e := &engine{group: g.group, model: g.model}
-		if e.port, err = harness.FreePort(); err != nil {
+		e := &engine{group: g.group, model: g.model, addr: "127.0.0.1"}
+		daemon, host := m.daddr, "127.0.0.1"
+		if g.group == "a3" && node != nil {
+			e.addr, e.node, e.port = node.Addr, nodeName, nodeEnginePort
+			daemon, host = net.JoinHostPort(node.Addr, strconv.Itoa(nodeDaemonPort)), "0.0.0.0"
+		} else if e.port, err = harness.FreePort(); err != nil {
 			return m, err
 		}
-		args := []string{"agent", "--", bin("enginesim"), "--model", g.model, "--host", "127.0.0.1", "--port", strconv.Itoa(e.port),
+		args := []string{"agent", "--", bin("enginesim"), "--model", g.model, "--host", host, "--port", strconv.Itoa(e.port),
 			"--ttft", "40ms", "--itl", "8ms", "--max-num-seqs", "32", "--embedding-dim", strconv.Itoa(EmbeddingDim),
 			"--seed", strconv.FormatInt(seed+int64(i), 10)}
-		agentEnv := []string{"MENTAT_DAEMON=" + m.daddr, "MENTAT_GROUP=" + g.group, "MENTAT_CONTAINER=" + g.group,
+		agentEnv := []string{"MENTAT_DAEMON=" + daemon, "MENTAT_GROUP=" + g.group, "MENTAT_CONTAINER=" + g.group,
 			"MENTAT_OPENAI_API=" + strconv.Itoa(e.port) + "/v1", "MENTAT_MODEL_PROVIDER=vllm"}
 		if g.mcp {
 			if e.mcp, err = harness.FreePort(); err != nil {
@@ -104,8 +147,11 @@ func startMentat(ctx context.Context, t topo) (m *mentat, err error) {
 			args = append(args, "--mcp-port", strconv.Itoa(e.mcp))
 			agentEnv = append(agentEnv, "MENTAT_MCP_API="+strconv.Itoa(e.mcp)+"/mcp")
 		}
-		e.agent = &service{name: "agent-" + g.group, logDir: logDir, keep: true,
-			spec: harness.Spec{Bin: bin("mentatd"), Args: args, Env: append(agentEnv, env...)}}
+		spec := harness.Spec{Bin: bin("mentatd"), Args: args, Env: append(agentEnv, env...)}
+		if e.node != "" {
+			spec.Bin, spec.Args = "ip", node.Command(append([]string{spec.Bin}, args...)...)[1:]
+		}
+		e.agent = &service{name: "agent-" + g.group, logDir: logDir, keep: true, spec: spec}
 		if err := e.agent.start(); err != nil {
 			return m, err
 		}
@@ -128,9 +174,9 @@ func startMentat(ctx context.Context, t topo) (m *mentat, err error) {
 			announce = udpPort
 		}
 		r := &service{name: fmt.Sprintf("router-%d", i+1), logDir: logDir, spec: harness.Spec{Bin: bin("mentatd-serve"),
-			Env: append([]string{"SERVE_PORT=" + strconv.Itoa(port), "MENTAT_DAEMONS=" + m.daddr,
+			Env: append([]string{"SERVE_PORT=" + strconv.Itoa(port), "MENTAT_DAEMONS=" + daemons, "ALLOWED_SOURCES=" + allowed,
 				"MENTAT_ANNOUNCE_PORT=" + strconv.Itoa(announce), "POLL_INTERVAL_S=1",
-				"PROBE_INTERVAL_S=" + strconv.Itoa(int(ProbeInterval/time.Second)),
+				"PROBE_INTERVAL_S=" + strconv.Itoa(int(ProbeInterval/time.Second)), "PROBE_TIMEOUT_S=" + strconv.Itoa(int(ProbeTimeout/time.Second)),
 				"MENTAT_SESSION_KEY_FILE=" + keyFile, "SERVE_DRAIN_S=6", "SERVE_SHUTDOWN_S=30", "SSE_KEEPALIVE_S=5",
 				"SERVE_BODY_TIMEOUT_S=" + strconv.Itoa(int(BodyTimeout/time.Second))}, env...)}}
 		if err := r.start(); err != nil {
@@ -210,8 +256,10 @@ func (m *mentat) stop() {
 	for _, e := range m.engines {
 		e.agent.stop()
 	}
-	if m.daemon != nil {
-		m.daemon.stop()
+	for _, d := range []*service{m.node2, m.daemon} {
+		if d != nil {
+			d.stop()
+		}
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/fe64bb06/frontdoor/bench/soak/health"
 	"github.com/fe64bb06/frontdoor/bench/soak/record"
 	"github.com/fe64bb06/frontdoor/bench/soak/report"
+	"github.com/fe64bb06/frontdoor/internal/testnet"
 )
 
 // Config is one run; zero values take the defaults in the comments.
@@ -81,11 +82,16 @@ type run struct {
 	mentat  *mentat
 	mortred *mortred
 	tmpfs   bool
+	lan     *testnet.Adapter
+	node    *testnet.Host
 	marker  string
 	notes   []string
 	logf    func(string, ...any)
 	http    *http.Client
 }
+
+// lanOctet is the soak's /24 of internal/testnet's range.
+const lanOctet = 212
 
 // tmpfsSize is the log disk: room for a 30-minute run's logs, small
 // enough to fill in a moment.
@@ -112,14 +118,24 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 	id := make([]byte, 6)
 	_, _ = rand.Read(id)
 	r.marker = "SOAK_RUN=" + hex.EncodeToString(id)
+	// GOGC=100 turns off the heap floor of the router and the model
+	// servers (internal/gcfloor): it lets garbage reach 32 MiB before a
+	// collection, which at the soak's rates takes most of a run to fill,
+	// a rise in resident memory that is bounded by design and looks
+	// exactly like a leak. At GOGC=100 resident memory follows the live
+	// heap, so growth means memory kept.
 	r.topo = topo{binDir: cfg.BinDir, root: cfg.Root, dir: cfg.WorkDir, diskDir: filepath.Join(cfg.WorkDir, "disk"),
-		env: []string{r.marker}, seed: cfg.Seed}
+		env: []string{r.marker, "GOGC=100"}, seed: cfg.Seed}
 	if err := os.MkdirAll(r.diskDir, 0o755); err != nil {
 		return sum, err
 	}
 	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+tmpfsSize, "soak-logs", r.diskDir).Run(); err == nil {
 		r.tmpfs = true
 		defer func() {
+			// The logs outlive the disk: a failed run is read from them.
+			if out, err := exec.Command("cp", "-a", r.logDir, filepath.Join(cfg.WorkDir, "logs")).CombinedOutput(); err != nil {
+				r.logf("keeping the logs: %v: %s", err, out)
+			}
 			if err := exec.Command("umount", "-l", r.diskDir).Run(); err != nil {
 				r.logf("umount %s: %v", r.diskDir, err)
 			}
@@ -133,6 +149,18 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 	}
 	r.logf("work dir %s (logs in %s)", cfg.WorkDir, r.logDir)
 
+	// The second node, in a network namespace: made first, so that its
+	// removal (deferred first) runs after every process in it stopped.
+	r.lan = &testnet.Adapter{}
+	defer func() {
+		if err := r.lan.Close(); err != nil {
+			r.logf("removing the network namespace: %v", err)
+		}
+	}()
+	if err := r.lan.Do(func() { r.node = testnet.NewLAN(r.lan, lanOctet).AddHost() }); err != nil {
+		r.node = nil
+		r.notes = append(r.notes, "Engine a3 ran on the loopback with the other engines, and the link-down fault was not injected: "+err.Error())
+	}
 	defer func() {
 		if r.mentat != nil {
 			r.mentat.stop()
@@ -142,7 +170,7 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 		}
 	}()
 	r.logf("starting the mentat cluster")
-	if r.mentat, err = startMentat(ctx, r.topo); err != nil {
+	if r.mentat, err = startMentat(ctx, r.topo, r.node); err != nil {
 		return sum, fmt.Errorf("mentat: %w", err)
 	}
 	r.logf("starting the mortred stack")
@@ -283,6 +311,9 @@ func (r *run) healthTargets() []health.Target {
 		return nil
 	}
 	add("daemon", m.daemon.pid, "", "")
+	if m.node2 != nil {
+		add(m.node2.name, m.node2.pid, "", "")
+	}
 	for _, e := range m.engines {
 		add("agent-"+e.group, e.agent.pid, "", "")
 		add("engine-"+e.group, e.pid, "", "")
@@ -308,12 +339,19 @@ func (r *run) healthTargets() []health.Target {
 
 func (r *run) topologyText() string {
 	return strings.TrimSpace(fmt.Sprintf(`
-**mentat**: one mentatd daemon; five mentatd agents, each running an enginesim (%s on groups a1, a2, a3; %s on b1, b2; a1 and b1 with a management MCP server); two mentatd-serve routers sharing MENTAT_SESSION_KEY_FILE (PROBE_INTERVAL_S=%d, SERVE_DRAIN_S=6, SERVE_BODY_TIMEOUT_S=%d); Nginx round-robin in front of them with the repository's conf/nginx/mentat-routers.conf. The soak restarts an agent a second after it exits, as a process manager would.
+**mentat**: one mentatd daemon; five mentatd agents, each running an enginesim (%s on groups a1, a2, a3; %s on b1, b2; a1 and b1 with a management MCP server); %s two mentatd-serve routers sharing MENTAT_SESSION_KEY_FILE (PROBE_INTERVAL_S=%d, SERVE_DRAIN_S=6, SERVE_BODY_TIMEOUT_S=%d); Nginx round-robin in front of them with the repository's conf/nginx/mentat-routers.conf. The soak restarts an agent a second after it exits, as a process manager would. Every Go process runs with GOGC=100, which turns off the heap floor (internal/gcfloor) so that resident memory follows the live heap.
 
 **mortred**: mortred-supervisor with its gateway (request limit %d MiB, drain 1 s) and three model servers, one worker each: %s (the PP-OCR pipeline), %s (nsfwjs on a photograph) and %s (batches). Model-server logs and every process's log are on a %s tmpfs that the disk-full fault fills.
 
 **Load** (bounded, the whole run): three OpenAI clients through Nginx (chat and completions, streamed and not, with and without a long shared system prompt, embeddings), one MCP client holding a session through Nginx (calls to each group's tools and the router's own), two mortred clients (sync inference of every model, batches, async jobs polled at once and 30–120 s late), and one client of bad traffic (malformed and oversized bodies, unknown models, bad tokens, stalled bodies, slow bodies, mid-stream hang-ups).`,
-		ModelA, ModelB, int(ProbeInterval/time.Second), int(BodyTimeout/time.Second), GatewayBodyLimitMB, ModelOCR, ModelNSFW, ModelTest, tmpfsSize))
+		ModelA, ModelB, r.nodeText(), int(ProbeInterval/time.Second), int(BodyTimeout/time.Second), GatewayBodyLimitMB, ModelOCR, ModelNSFW, ModelTest, tmpfsSize))
+}
+
+func (r *run) nodeText() string {
+	if r.node == nil {
+		return "every engine on the loopback (no network namespace: see the notes);"
+	}
+	return fmt.Sprintf("a3's agent and engine on a second node: a network namespace at %s on a bridged LAN, with its own mentatd daemon, whose link the link-down fault cuts;", r.node.Addr)
 }
 
 // probeBoth serves one request at each front door.

@@ -328,7 +328,7 @@ func writeHealth(b *bytes.Buffer, in Input) {
 		p("No samples recorded.\n")
 		return
 	}
-	p("First and last are the first and last quiet samples (after warm-up, and not within a fault or %s after it) of the PID that lived longest; restarts count distinct PIDs.\n\n", fmtDur(quietAfterFault))
+	p("First and last are the first and last quiet samples of the PID that lived longest: past the warm-up of the run and of that PID (a process started mid-run warms up as the first one did), and not within a fault or %s after it. RSS first and last are the medians of %d samples at each end. Restarts count distinct PIDs.\n\n", fmtDur(quietAfterFault), rssWindow)
 	p("| Process | Samples | Restarts | PID | RSS first (MiB) | RSS last (MiB) | Growth | FDs first | FDs last | FDs max | Conns max | Goroutines first | Goroutines last |\n")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range ps {

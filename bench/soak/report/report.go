@@ -7,6 +7,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -28,6 +29,10 @@ const (
 	// comparing: over less, allocator noise and GC timing outweigh any
 	// trend.
 	minLifetime = 2 * time.Minute
+	// rssWindow is how many quiet samples at each end of a lifetime the
+	// growth compares, by their medians: one sample lands wherever the
+	// collector happens to be in its cycle.
+	rssWindow = 5
 	// fdSlack is how many descriptors a process may hold above its
 	// baseline and still count as back to it: a few keep-alive
 	// connections and log files come and go with the load.
@@ -280,10 +285,15 @@ func procStats(in Input) []procStat {
 		sortSamples(ss)
 		st := procStat{Name: name, Samples: len(ss), FDMax: -1, ConnsMax: -1, RSSGrowth: math.NaN()}
 		pids := map[int][]record.Sample{}
+		born := map[int]time.Time{}
 		for _, s := range ss {
 			st.FDMax = max(st.FDMax, s.FDs)
 			st.ConnsMax = max(st.ConnsMax, s.Conns)
-			if quiet(in, s.At) {
+			if _, ok := born[s.PID]; !ok {
+				born[s.PID] = s.At
+			}
+			// A process started mid-run warms up as the first one did.
+			if quiet(in, s.At) && !s.At.Before(born[s.PID].Add(in.Warmup)) {
 				pids[s.PID] = append(pids[s.PID], s)
 			} else if _, ok := pids[s.PID]; !ok {
 				pids[s.PID] = nil
@@ -310,6 +320,7 @@ func procStats(in Input) []procStat {
 			q := pids[best]
 			st.Measured, st.PID, st.Lifetime = true, best, span
 			st.First, st.Last = q[0], q[len(q)-1]
+			st.First.RSS, st.Last.RSS = medianRSS(q[:min(len(q), rssWindow)]), medianRSS(q[max(len(q)-rssWindow, 0):])
 			if st.First.RSS > 0 {
 				st.RSSGrowth = float64(st.Last.RSS)/float64(st.First.RSS) - 1
 			}
@@ -479,4 +490,17 @@ func samplesByProc(in Input) map[string][]record.Sample {
 		by[s.Proc] = append(by[s.Proc], s)
 	}
 	return by
+}
+
+// medianRSS is the median RSS of ss.
+func medianRSS(ss []record.Sample) int64 {
+	v := make([]int64, 0, len(ss))
+	for _, s := range ss {
+		v = append(v, s.RSS)
+	}
+	slices.Sort(v)
+	if len(v) == 0 {
+		return 0
+	}
+	return v[len(v)/2]
 }
