@@ -68,7 +68,7 @@ func read(ctx context.Context, t Target) (record.Sample, bool) {
 	if !ok || st.state == "Z" || st.state == "X" {
 		return record.Sample{}, false
 	}
-	s.RSS, s.Threads = st.rss, st.threads
+	s.RSS, s.RSSAnon, s.Threads = st.rss, st.anon, st.threads
 	s.FDs, s.Conns = fds(pid)
 	// A stopped process would hold the fetch for the whole timeout and
 	// could not answer anyway.
@@ -83,6 +83,7 @@ func read(ctx context.Context, t Target) (record.Sample, bool) {
 type procStatus struct {
 	state   string
 	rss     int64
+	anon    int64
 	threads int
 }
 
@@ -109,6 +110,9 @@ func status(pid int) (procStatus, bool) {
 		case "VmRSS":
 			kb, _ := strconv.ParseInt(f[0], 10, 64)
 			st.rss = kb << 10
+		case "RssAnon":
+			kb, _ := strconv.ParseInt(f[0], 10, 64)
+			st.anon = kb << 10
 		case "Threads":
 			st.threads, _ = strconv.Atoi(f[0])
 		}

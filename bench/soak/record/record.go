@@ -94,7 +94,11 @@ type Sample struct {
 	// RSS in bytes; FDs open descriptors; Conns open sockets; Threads
 	// OS threads; Goroutines from the process's Prometheus metrics
 	// (go_goroutines), -1 when it exposes none.
-	RSS                 int64
+	RSS int64
+	// RSSAnon is the part of RSS no file backs (RssAnon: heap, stacks):
+	// memory a process keeps grows here, while pages of its binary it
+	// runs for the first time grow only RSS.
+	RSSAnon             int64
 	FDs, Conns, Threads int
 	Goroutines          int
 }

@@ -328,9 +328,9 @@ func writeHealth(b *bytes.Buffer, in Input) {
 		p("No samples recorded.\n")
 		return
 	}
-	p("First and last are the first and last quiet samples of the PID that lived longest: past the warm-up of the run and of that PID (a process started mid-run warms up as the first one did), and not within a fault or %s after it. RSS first and last are the medians of %d samples at each end. Restarts count distinct PIDs.\n\n", fmtDur(quietAfterFault), rssWindow)
-	p("| Process | Samples | Restarts | PID | RSS first (MiB) | RSS last (MiB) | Growth | FDs first | FDs last | FDs max | Conns max | Goroutines first | Goroutines last |\n")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("First and last are the first and last quiet samples of the PID that lived longest: past the warm-up of the run and of that PID (a process started mid-run warms up as the first one did), and not within a fault or %s after it. RSS first and last are the medians of %d samples at each end, and so is the anonymous growth (RssAnon: heap and stacks, where memory a process keeps shows; pages of its binary run for the first time grow RSS only). Restarts count distinct PIDs.\n\n", fmtDur(quietAfterFault), rssWindow)
+	p("| Process | Samples | Restarts | PID | RSS first (MiB) | RSS last (MiB) | Growth | Anonymous growth | FDs first | FDs last | FDs max | Conns max | Goroutines first | Goroutines last |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range ps {
 		num := func(v int) string {
 			if v < 0 {
@@ -339,16 +339,18 @@ func writeHealth(b *bytes.Buffer, in Input) {
 			return fmt.Sprint(v)
 		}
 		if !s.Measured {
-			p("| %s | %d | %d | — | — | — | %s | — | — | %s | %s | — | — |\n",
+			p("| %s | %d | %d | — | — | — | %s | — | — | — | %s | %s | — | — |\n",
 				cell(s.Name), s.Samples, s.Restarts, cell("not measured: "+s.Skip), num(s.FDMax), num(s.ConnsMax))
 			continue
 		}
-		growth := "—"
-		if !math.IsNaN(s.RSSGrowth) {
-			growth = fmt.Sprintf("%+.1f%%", s.RSSGrowth*100)
+		pct := func(v float64) string {
+			if math.IsNaN(v) {
+				return "—"
+			}
+			return fmt.Sprintf("%+.1f%%", v*100)
 		}
-		p("| %s | %d | %d | %d | %.1f | %.1f | %s | %s | %s | %s | %s | %s | %s |\n",
-			cell(s.Name), s.Samples, s.Restarts, s.PID, mib(s.First.RSS), mib(s.Last.RSS), growth,
+		p("| %s | %d | %d | %d | %.1f | %.1f | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			cell(s.Name), s.Samples, s.Restarts, s.PID, mib(s.First.RSS), mib(s.Last.RSS), pct(s.RSSGrowth), pct(s.AnonGrowth),
 			num(s.First.FDs), num(s.Last.FDs), num(s.FDMax), num(s.ConnsMax),
 			num(s.First.Goroutines), num(s.Last.Goroutines))
 	}

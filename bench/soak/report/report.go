@@ -254,6 +254,9 @@ type procStat struct {
 	Last      record.Sample
 	Lifetime  time.Duration
 	RSSGrowth float64 // Last/First-1; NaN when RSS is unknown
+	// AnonGrowth is the same for RSSAnon (NaN when unknown): it tells
+	// memory kept from binary pages touched late.
+	AnonGrowth float64
 }
 
 // quiet reports whether a sample at t can speak to leaks: past warm-up
@@ -283,7 +286,7 @@ func procStats(in Input) []procStat {
 	for _, name := range sortedKeys(byName) {
 		ss := byName[name]
 		sortSamples(ss)
-		st := procStat{Name: name, Samples: len(ss), FDMax: -1, ConnsMax: -1, RSSGrowth: math.NaN()}
+		st := procStat{Name: name, Samples: len(ss), FDMax: -1, ConnsMax: -1, RSSGrowth: math.NaN(), AnonGrowth: math.NaN()}
 		pids := map[int][]record.Sample{}
 		born := map[int]time.Time{}
 		for _, s := range ss {
@@ -324,6 +327,11 @@ func procStats(in Input) []procStat {
 			if st.First.RSS > 0 {
 				st.RSSGrowth = float64(st.Last.RSS)/float64(st.First.RSS) - 1
 			}
+			anon := func(s record.Sample) int64 { return s.RSSAnon }
+			st.First.RSSAnon, st.Last.RSSAnon = medianOf(q[:min(len(q), rssWindow)], anon), medianOf(q[max(len(q)-rssWindow, 0):], anon)
+			if st.First.RSSAnon > 0 {
+				st.AnonGrowth = float64(st.Last.RSSAnon)/float64(st.First.RSSAnon) - 1
+			}
 		}
 		out = append(out, st)
 	}
@@ -359,7 +367,7 @@ func evalRSS(in Input) Target {
 			worst = p
 		}
 		if p.RSSGrowth >= rssGrowthLimit {
-			over = append(over, fmt.Sprintf("%s %+.1f%%", p.Name, p.RSSGrowth*100))
+			over = append(over, fmt.Sprintf("%s %+.1f%%%s", p.Name, p.RSSGrowth*100, anonNote(*p)))
 		}
 	}
 	if worst == nil {
@@ -494,13 +502,26 @@ func samplesByProc(in Input) map[string][]record.Sample {
 
 // medianRSS is the median RSS of ss.
 func medianRSS(ss []record.Sample) int64 {
+	return medianOf(ss, func(s record.Sample) int64 { return s.RSS })
+}
+
+// medianOf is the median of f over ss.
+func medianOf(ss []record.Sample, f func(record.Sample) int64) int64 {
 	v := make([]int64, 0, len(ss))
 	for _, s := range ss {
-		v = append(v, s.RSS)
+		v = append(v, f(s))
 	}
 	slices.Sort(v)
 	if len(v) == 0 {
 		return 0
 	}
 	return v[len(v)/2]
+}
+
+// anonNote is " (anonymous +x%)" for a process whose RssAnon is known.
+func anonNote(p procStat) string {
+	if math.IsNaN(p.AnonGrowth) {
+		return ""
+	}
+	return fmt.Sprintf(" (anonymous %+.1f%%)", p.AnonGrowth*100)
 }

@@ -85,7 +85,7 @@ func synth() Input {
 		case s <= 120:
 			in.Samples = append(in.Samples, record.Sample{At: at(s), Proc: "router-1", PID: 200, RSS: 100 * mb, FDs: 30, Conns: 5, Threads: 8, Goroutines: 60})
 		case s >= 125:
-			in.Samples = append(in.Samples, record.Sample{At: at(s), Proc: "router-1", PID: 201, RSS: 120 * mb, FDs: 31 + bump, Conns: 5, Threads: 8, Goroutines: 62})
+			in.Samples = append(in.Samples, record.Sample{At: at(s), Proc: "router-1", PID: 201, RSS: 120 * mb, RSSAnon: 60 * mb, FDs: 31 + bump, Conns: 5, Threads: 8, Goroutines: 62})
 		}
 	}
 	return in
@@ -253,8 +253,8 @@ func TestWrite(t *testing.T) {
 		"### Defects (1)",
 		"| 7.5 s | ocr | 200 | gateway, model-ppocr | truncated stream |",
 		"### Unattributed failures (0)\n\nNone.",
-		"| router-1 | 61 | 1 | 201 | 120.0 | 120.0 | +0.0% | 31 | 31 | 61 | 5 | 62 | 62 |",
-		"| engine-a1 | 61 | 0 | 300 | 1000.0 | 1000.0 | +0.0% | 20 | 20 | 20 | 3 | — | — |",
+		"| router-1 | 61 | 1 | 201 | 120.0 | 120.0 | +0.0% | +0.0% | 31 | 31 | 61 | 5 | 62 | 62 |",
+		"| engine-a1 | 61 | 0 | 300 | 1000.0 | 1000.0 | +0.0% | — | 20 | 20 | 20 | 3 | — | — |",
 		"## Orphans\n\nNone.",
 		"## Notes\n\n- disk-full skipped: not root",
 	}
@@ -424,5 +424,20 @@ func TestSeries(t *testing.T) {
 	}
 	if p := p99(ls); p != 198 {
 		t.Errorf("p99 of 1..200 = %v, want 198", p)
+	}
+}
+
+// Growth in RSS with the anonymous part flat is named as such: pages of
+// the binary, not memory kept.
+func TestRSSGrowthNamesAnonymousGrowth(t *testing.T) {
+	in := synth()
+	for i := range in.Samples {
+		if s := &in.Samples[i]; s.PID == 201 && !s.At.Before(at(280)) {
+			s.RSS = 130 * mb
+		}
+	}
+	d := Evaluate(in)[3]
+	if d.Met || !strings.Contains(d.Measured, "router-1 +8.3% (anonymous +0.0%)") {
+		t.Errorf("%v: %s", d.Met, d.Measured)
 	}
 }
