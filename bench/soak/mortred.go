@@ -135,6 +135,7 @@ type childStatus struct {
 	Servers []struct {
 		ID    string `json:"id"`
 		PID   int    `json:"pid"`
+		Port  int    `json:"port"`
 		State string `json:"state"`
 	} `json:"servers"`
 }

@@ -316,7 +316,7 @@ func (r *run) healthTargets() []health.Target {
 	}
 	for _, e := range m.engines {
 		add("agent-"+e.group, e.agent.pid, "", "")
-		add("engine-"+e.group, e.pid, "", "")
+		add("engine-"+e.group, e.pid, e.url()+"/metrics", "")
 	}
 	for i, rt := range m.routers {
 		add(rt.name, rt.pid, m.routerURL(i)+"/metrics", "")
@@ -324,14 +324,14 @@ func (r *run) healthTargets() []health.Target {
 	if m.nginx != nil && m.nginx.Proc != nil {
 		add("nginx", m.nginx.Proc.PID, "", "")
 	}
-	add("supervisor", r.mortred.sup.pid, "", "")
+	add("supervisor", r.mortred.sup.pid, r.mortred.api()+"/api/v1/metrics", apiToken)
 	st, err := r.mortred.status(context.Background())
 	if err == nil {
 		gw := st.Gateway.PID
 		add("gateway", func() int { return gw }, r.mortred.gateway()+"/metrics", metricsToken)
 		for _, s := range st.Servers {
 			pid := s.PID
-			add("model-"+s.ID, func() int { return pid }, "", "")
+			add("model-"+s.ID, func() int { return pid }, fmt.Sprintf("http://127.0.0.1:%d/metrics", s.Port), modelToken)
 		}
 	}
 	return ts

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -78,7 +79,9 @@ func newMetrics(modelName string, st *stats, sched *scheduler) *metrics {
 		inferenceTime: hist("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", requestLatencyBuckets),
 		e2eLatency:    hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets),
 	}
-	m.reg.MustRegister(m.ttft, m.itl, m.queueTime, m.prefillTime, m.decodeTime, m.inferenceTime, m.e2eLatency, newEngineCollector(labels, st, sched))
+	m.reg.MustRegister(m.ttft, m.itl, m.queueTime, m.prefillTime, m.decodeTime, m.inferenceTime, m.e2eLatency, newEngineCollector(labels, st, sched),
+		// vLLM exports its runtime's (python_gc_*, process_*); this is Go's.
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

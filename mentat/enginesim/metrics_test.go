@@ -27,6 +27,9 @@ func TestMetricsFollowTraffic(t *testing.T) {
 	itls += u.CompletionTokens - 1
 
 	f := te.scrape(t)
+	if f["go_goroutines"] == nil || f["process_open_fds"] == nil {
+		t.Error("no go_goroutines or process_open_fds: the runtime's own series are missing")
+	}
 	for _, name := range []string{"vllm:num_requests_running", "vllm:prompt_tokens_total", "vllm:time_to_first_token_seconds"} {
 		m := f[name].GetMetric()[0]
 		labels := map[string]string{}

@@ -241,6 +241,7 @@ func TestMetricsNames(t *testing.T) {
 		"mortred_http_request_duration_ms_bucket", "mortred_inference_duration_ms_bucket", "mortred_queue_wait_duration_ms_bucket",
 		"mortred_queue_depth 0", "mortred_queue_rejected_total", "mortred_workers_busy 0", `mortred_batch_size_bucket{le="32"} 1`,
 		"mortred_batch_window_wait_ms", "mortred_async_jobs_total", "mortred_async_queue_depth 0",
+		"go_goroutines ", "process_open_fds ",
 	} {
 		if !strings.Contains(string(rep.body), name) {
 			t.Errorf("/metrics lacks %q", name)

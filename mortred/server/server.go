@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/fe64bb06/frontdoor/mortred/config"
 	"github.com/fe64bb06/frontdoor/mortred/model"
@@ -71,6 +72,9 @@ func New(cfg *config.Server, log *slog.Logger) (*Server, error) {
 		ctx: ctx, cancel: cancel,
 	}
 	s.m = newMetrics(s.reg, cfg.ID)
+	// The runtime's own gauges (goroutines, memory, descriptors), as the
+	// router and the gateway export: what a long run watches for leaks.
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.q = newQueue(cfg.QueueDepth(), cfg.WorkerNums, s.m)
 	if cfg.AsyncEnabled {
 		s.jobs = newLedger(cfg.AsyncMaxQueue, cfg.AsyncMaxCompleted, cfg.JobTTL(), s.m)

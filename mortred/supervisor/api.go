@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -250,7 +251,7 @@ func (m *Manager) relayToGateway() http.Handler {
 // registry exports the supervisor's gauges, read at scrape time.
 func (m *Manager) registry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(&stateCollector{m: m})
+	reg.MustRegister(&stateCollector{m: m}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }
 

@@ -132,6 +132,7 @@ func testREST(t *testing.T, sup *stack.Supervisor) {
 		{"GET", "/api/v1/servers/TM/logs?limit=100000", 200, `"lines":[`},
 		{"GET", "/api/v1/servers/NOPE/logs", 404, `no server`},
 		{"GET", "/api/v1/metrics", 200, `mortred_supervisor_state{server="TM"} 2`},
+		{"GET", "/api/v1/metrics", 200, "go_goroutines "},
 		{"GET", "/api/v1/nope", 404, `no such API route`},
 		{"DELETE", "/api/v1/catalog", 404, `no such API route`},
 	}
