@@ -188,6 +188,8 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 		return sum, err
 	}
 
+	// The commit is read now: the tree may move while the run goes on.
+	head := commit(cfg.Root)
 	start := time.Now()
 	end := start.Add(cfg.Duration)
 	// The run's end cancels the load (rather than passing a deadline to
@@ -233,7 +235,7 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 	r.mortred.stop()
 	r.mentat, r.mortred = nil, nil
 	orphans := r.orphans()
-	in := report.Input{Seed: cfg.Seed, Commit: commit(cfg.Root), Duration: cfg.Duration, Start: start, End: end,
+	in := report.Input{Seed: cfg.Seed, Commit: head, Duration: cfg.Duration, Start: start, End: end,
 		Warmup: cfg.Warmup, Topology: r.topologyText(), Command: cfg.Command, Results: results, Faults: faults,
 		Samples: samples, Orphans: orphans, Notes: r.notes}
 	sum = Summary{Results: len(results), Outcomes: map[record.Outcome]int{}, Faults: len(faults), Orphans: orphans,
