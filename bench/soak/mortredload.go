@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fe64bb06/frontdoor/bench/soak/record"
+	"github.com/fe64bb06/frontdoor/bench/soak/report"
 	"github.com/fe64bb06/frontdoor/mortred/model/modeltest"
 	"github.com/fe64bb06/frontdoor/mortred/model/ppocr/textimg"
 	"github.com/fe64bb06/frontdoor/mortred/model/testmodel"
@@ -169,7 +170,7 @@ func judgeEnvelope(res record.Result, raw []byte, ins []*input) record.Result {
 func (c *mortredClient) job(ctx context.Context, in *input, late time.Duration) (res record.Result) {
 	res = record.Result{Kind: "job-" + strings.ToLower(in.model), Path: c.paths[in.model]}
 	if late > 0 {
-		res.Kind = "late-" + res.Kind
+		res.Kind = report.LatePrefix + res.Kind
 	}
 	ctx, cancel := context.WithTimeout(ctx, mortredDeadline+late)
 	defer cancel()

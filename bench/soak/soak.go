@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -251,6 +252,13 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 	for _, t := range sum.Targets {
 		if !t.Met {
 			sum.Failed = append(sum.Failed, t.Goal+": "+t.Measured)
+		}
+	}
+	// Everything the report is drawn from, for a closer look at a run
+	// kept with SOAK_DIR.
+	if b, err := json.Marshal(in); err == nil {
+		if err := os.WriteFile(filepath.Join(cfg.WorkDir, "report-input.json"), b, 0o644); err != nil {
+			r.logf("keeping the report's input: %v", err)
 		}
 	}
 	if cfg.Out != "" {

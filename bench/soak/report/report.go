@@ -15,6 +15,11 @@ import (
 	"github.com/fe64bb06/frontdoor/bench/soak/record"
 )
 
+// LatePrefix starts the Kind of a request that waits on purpose (an async
+// job polled 30–120 s after its submission): the latency chart leaves
+// those out.
+const LatePrefix = "late-"
+
 // Thresholds of the targets. They live here, named, because the
 // report prints them next to each verdict and the docs quote them.
 const (

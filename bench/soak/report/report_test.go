@@ -406,9 +406,11 @@ func TestSeries(t *testing.T) {
 		{Start: at(3), End: at(5), Outcome: record.Served},
 		{Start: at(3), End: at(6), Outcome: record.CleanFail},
 		{Start: at(12), End: at(13), Outcome: record.Defect},
+		// A job polled late on purpose is no latency to chart.
+		{Kind: LatePrefix + "job-ppocr", Start: at(0), End: at(9), Outcome: record.Served},
 	}}
 	s := successSeries(in)[0].xys
-	if len(s) != 2 || s[0].X != 5 || s[0].Y != 75 || s[1].X != 15 || s[1].Y != 0 {
+	if len(s) != 2 || s[0].X != 5 || s[0].Y != 80 || s[1].X != 15 || s[1].Y != 0 {
 		t.Errorf("success %v", s)
 	}
 	l := latencySeries(in)[0].xys
