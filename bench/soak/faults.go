@@ -40,6 +40,9 @@ type faultKind struct {
 	name string
 	// bound is the documented recovery bound, from the fault's end.
 	bound time.Duration
+	// weight is how often the schedule picks this kind against the
+	// others (0 means 1).
+	weight float64
 	// lossless faults are ones the topology is built to absorb (a
 	// graceful router restart behind Nginx, a full log disk): a request
 	// that fails during one is not excused by it.
@@ -185,7 +188,10 @@ var kinds = []faultKind{
 		inject: func(ctx context.Context, r *run, id string, rnd *rand.Rand) error {
 			return stopCont(ctx, r.mortred.pidOf(ctx, id), rnd)
 		}, recovered: modelBack},
-	{name: "restart-gateway", bound: 10 * time.Second, targets: func(*run) []string { return []string{"gateway"} },
+	// Both restarts below replace the gateway: half as often as the
+	// rest, so that it lives long enough (its warm-up and two minutes
+	// more) for its health to be judged, as every other process's is.
+	{name: "restart-gateway", bound: 10 * time.Second, weight: 0.5, targets: func(*run) []string { return []string{"gateway"} },
 		inject: func(ctx context.Context, r *run, _ string, _ *rand.Rand) error {
 			pid := r.mortred.pidOf(ctx, "gateway")
 			if pid == 0 {
@@ -203,7 +209,7 @@ var kinds = []faultKind{
 			}
 			return errors.New("the supervisor did not start a new gateway")
 		}, recovered: func(ctx context.Context, r *run, _ string) error { return getOK(ctx, r.mortred.gateway()+"/readyz") }},
-	{name: "restart-supervisor", bound: 60 * time.Second, targets: func(*run) []string { return []string{"supervisor"} },
+	{name: "restart-supervisor", bound: 60 * time.Second, weight: 0.5, targets: func(*run) []string { return []string{"supervisor"} },
 		inject: func(ctx context.Context, r *run, _ string, _ *rand.Rand) error {
 			return r.mortred.sup.restart(false)
 		}, recovered: func(ctx context.Context, r *run, _ string) error {
@@ -357,7 +363,7 @@ func (r *run) schedule(ctx context.Context, rnd *rand.Rand, stopAt time.Time) {
 // too often lately.
 func (r *run) pick(rnd *rand.Rand, killed map[string][]time.Time) (*faultKind, string) {
 	for range 20 {
-		k := &kinds[rnd.IntN(len(kinds))]
+		k := pickKind(rnd)
 		ts := k.targets(r)
 		if len(ts) == 0 {
 			continue
@@ -388,4 +394,26 @@ func lossless(kind string) bool {
 		}
 	}
 	return false
+}
+
+// pickKind draws a fault kind by weight.
+func pickKind(rnd *rand.Rand) *faultKind {
+	total := 0.0
+	for i := range kinds {
+		total += kindWeight(&kinds[i])
+	}
+	x := rnd.Float64() * total
+	for i := range kinds {
+		if x -= kindWeight(&kinds[i]); x < 0 {
+			return &kinds[i]
+		}
+	}
+	return &kinds[len(kinds)-1]
+}
+
+func kindWeight(k *faultKind) float64 {
+	if k.weight <= 0 {
+		return 1
+	}
+	return k.weight
 }

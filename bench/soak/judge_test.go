@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -46,5 +47,30 @@ func TestJudgeAttributesFailuresToFaultsOnTheirPath(t *testing.T) {
 		if c.want == record.CleanFail && rs[i].Blame == "" {
 			t.Errorf("%s: no fault named", c.name)
 		}
+	}
+}
+
+// The schedule draws kinds by weight: the two that replace the gateway
+// come half as often as the rest.
+func TestPickKindFollowsWeights(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	n := map[string]int{}
+	const draws = 60000
+	for range draws {
+		n[pickKind(rnd).name]++
+	}
+	total := 0.0
+	for i := range kinds {
+		total += kindWeight(&kinds[i])
+	}
+	for i := range kinds {
+		k := &kinds[i]
+		want := draws * kindWeight(k) / total
+		if got := float64(n[k.name]); got < want*0.9 || got > want*1.1 {
+			t.Errorf("%s drawn %v times, want about %.0f", k.name, got, want)
+		}
+	}
+	if n["restart-gateway"]*3 > n["sigkill-engine"]*2 {
+		t.Errorf("restart-gateway %d, sigkill-engine %d: want about half", n["restart-gateway"], n["sigkill-engine"])
 	}
 }
