@@ -126,15 +126,13 @@ func (s *slowBody) Read(p []byte) (int, error) {
 // hangUp starts a stream, reads a few frames and hangs up: served when
 // those frames were well formed (what it costs the router shows in the
 // health samples, not here).
-func hangUp(ctx context.Context, hc *http.Client, front string, path []string, r *rand.Rand) (res record.Result) {
-	res = record.Result{Kind: "bad-hangup-mid-stream", Path: path, Start: time.Now()}
+func hangUp(ctx context.Context, c *mentatClient, r *rand.Rand) (res record.Result) {
+	res = record.Result{Kind: "bad-hangup-mid-stream", Path: c.path(ModelA), Start: time.Now()}
 	defer func() { res.End = time.Now() }()
 	ctx, cancel := context.WithTimeout(ctx, mentatDeadline)
 	defer cancel()
 	b := fmt.Sprintf(`{"model":%q,"stream":true,"ignore_eos":true,"max_tokens":200,"messages":[{"role":"user","content":%q}]}`, ModelA, words(r, 20))
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, front+"/v1/chat/completions", strings.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := hc.Do(req)
+	resp, err := c.post(ctx, c.front+"/v1/chat/completions", []byte(b))
 	if err != nil {
 		return failed(res, ctx, err)
 	}

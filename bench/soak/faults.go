@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fe64bb06/frontdoor/bench/internal/harness"
 	"github.com/fe64bb06/frontdoor/bench/soak/record"
 )
 
@@ -118,14 +119,7 @@ func stopCont(ctx context.Context, pid int, rnd *rand.Rand) error {
 // answers.
 func waitEngine(ctx context.Context, r *run, g string) error {
 	e := r.mentat.engine(g)
-	deadline := time.Now().Add(recoverCap)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if getOK(ctx, e.url()+"/v1/models") == nil {
-			return nil
-		}
-		pause(ctx, 50*time.Millisecond)
-	}
-	return fmt.Errorf("engine %s not back within %s", g, recoverCap)
+	return harness.Eventually(ctx, recoverCap, "engine "+g+" back", func() error { return getOK(ctx, e.url()+"/v1/models") })
 }
 
 var kinds = []faultKind{
@@ -201,13 +195,12 @@ var kinds = []faultKind{
 			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 				return err
 			}
-			for deadline := time.Now().Add(recoverCap); time.Now().Before(deadline) && ctx.Err() == nil; {
-				if p := r.mortred.pidOf(ctx, "gateway"); p != 0 && p != pid {
-					return nil
+			return harness.Eventually(ctx, recoverCap, "a new gateway from the supervisor", func() error {
+				if p := r.mortred.pidOf(ctx, "gateway"); p == 0 || p == pid {
+					return errors.New("the old gateway, or none, runs")
 				}
-				pause(ctx, 50*time.Millisecond)
-			}
-			return errors.New("the supervisor did not start a new gateway")
+				return nil
+			})
 		}, recovered: func(ctx context.Context, r *run, _ string) error { return getOK(ctx, r.mortred.gateway()+"/readyz") }},
 	{name: "restart-supervisor", bound: 60 * time.Second, weight: 0.5, targets: func(*run) []string { return []string{"supervisor"} },
 		inject: func(ctx context.Context, r *run, _ string, _ *rand.Rand) error {

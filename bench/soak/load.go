@@ -54,7 +54,7 @@ func (r *run) newMortredClient() *mortredClient {
 // startLoad starts every client; each stops when ctx ends.
 func (r *run) startLoad(ctx context.Context, wg *sync.WaitGroup, mc *mortredClient) {
 	seed := uint64(r.cfg.Seed)
-	loop := func(name string, n uint64, pauseMin, pauseMax time.Duration, step func(*rand.Rand) record.Result) {
+	loop := func(n uint64, pauseMin, pauseMax time.Duration, step func(*rand.Rand) record.Result) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -71,7 +71,7 @@ func (r *run) startLoad(ctx context.Context, wg *sync.WaitGroup, mc *mortredClie
 	}
 	c := r.newMentatClient()
 	for i := range openaiClients {
-		loop("openai", uint64(i+1), 50*time.Millisecond, 400*time.Millisecond, func(rnd *rand.Rand) record.Result {
+		loop(uint64(i+1), 50*time.Millisecond, 400*time.Millisecond, func(rnd *rand.Rand) record.Result {
 			model := ModelA
 			if rnd.IntN(3) == 0 {
 				model = ModelB
@@ -112,7 +112,7 @@ func (r *run) startLoad(ctx context.Context, wg *sync.WaitGroup, mc *mortredClie
 	}()
 	var late atomic.Int32
 	for i := range mortredClients {
-		loop("mortred", uint64(200+i), 100*time.Millisecond, 600*time.Millisecond, func(rnd *rand.Rand) record.Result {
+		loop(uint64(200+i), 100*time.Millisecond, 600*time.Millisecond, func(rnd *rand.Rand) record.Result {
 			models := []string{ModelOCR, ModelNSFW, ModelTest}
 			model := models[rnd.IntN(len(models))]
 			switch n := rnd.IntN(10); {
@@ -144,7 +144,7 @@ func (r *run) startLoad(ctx context.Context, wg *sync.WaitGroup, mc *mortredClie
 			}
 		})
 	}
-	loop("bad", 300, 500*time.Millisecond, 2*time.Second, func(rnd *rand.Rand) record.Result {
+	loop(300, 500*time.Millisecond, 2*time.Second, func(rnd *rand.Rand) record.Result {
 		return r.bad(ctx, rnd, c, mc)
 	})
 }
@@ -185,7 +185,7 @@ func (r *run) bad(ctx context.Context, rnd *rand.Rand, c *mentatClient, mc *mort
 		path := append([]string{router.name}, c.path(ModelB)...)
 		return expect(ctx, r.http, "bad-slow-body-router", path, req, 200)
 	case 9:
-		return hangUp(ctx, r.http, front, c.path(ModelA), rnd)
+		return hangUp(ctx, c, rnd)
 	default:
 		return expect(ctx, r.http, "bad-method-router", routerOnly, newReq("DELETE", front+"/v1/chat/completions", "", nil), 405, 404)
 	}

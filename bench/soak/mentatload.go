@@ -343,14 +343,8 @@ func failed(res record.Result, ctx context.Context, err error) record.Result {
 // be told).
 func refused(res record.Result, resp *http.Response) record.Result {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return defect(res, "HTTP %d with an empty body", resp.StatusCode)
-	}
-	if resp.StatusCode < 400 {
-		return defect(res, "HTTP %d: %.160s", resp.StatusCode, raw)
-	}
-	res.Failed, res.Detail = true, fmt.Sprintf("HTTP %d: %.160s", resp.StatusCode, raw)
-	return res
+	res.Status = resp.StatusCode
+	return refusedBody(res, raw)
 }
 
 func defect(res record.Result, format string, args ...any) record.Result {

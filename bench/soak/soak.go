@@ -371,11 +371,7 @@ func (r *run) probeBoth(ctx context.Context) error {
 	if res := c.chat(ctx, rnd, ModelB, false, false, false); res.Failed || res.Defect {
 		return errors.New(res.Detail)
 	}
-	mc := r.newMortredClient()
-	if code, _, err := mc.send(ctx, http.MethodGet, r.mortred.gateway()+"/readyz", "", nil); err != nil || code != http.StatusOK {
-		return fmt.Errorf("gateway /readyz: %d %v", code, err)
-	}
-	return nil
+	return getOK(ctx, r.mortred.gateway()+"/readyz")
 }
 
 func commit(root string) string {
