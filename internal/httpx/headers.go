@@ -67,9 +67,13 @@ func IsEventStream(ct string) bool {
 
 // CopyResponseHeader copies an upstream answer's header into the client's,
 // without hop-by-hop fields (including those the upstream named in its
-// Connection header). The values are copied into one backing array (one
-// allocation, not one per field); each key's slice is capped so an append
-// to it cannot run into the next key's values.
+// Connection header) and without its Date: the answer is dated by the
+// server that sends it, here, as Nginx's proxy does by default (net/http
+// adds the Date). Leaving it out also keeps a keyed answer's header map,
+// with its six rate-limit fields, at the eight entries of a small map, which
+// net/http would otherwise grow on every request. The values are copied
+// into one backing array (one allocation, not one per field); each key's
+// slice is capped so an append to it cannot run into the next key's values.
 func CopyResponseHeader(dst, src http.Header) {
 	named := connectionNamed(src)
 	n := 0
@@ -78,7 +82,7 @@ func CopyResponseHeader(dst, src http.Header) {
 	}
 	vals := make([]string, 0, n)
 	for k, vv := range src {
-		if isHopByHop(k, named) {
+		if k == "Date" || isHopByHop(k, named) {
 			continue
 		}
 		i := len(vals)

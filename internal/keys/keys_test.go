@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -564,5 +565,26 @@ func BenchmarkSixHeadersOverNetHTTP(b *testing.B) {
 				resp.Body.Close()
 			}
 		})
+	}
+}
+
+// TestCeilMSMatchesDurationString: the allocation-free rendering of the
+// reset headers reads as time.Duration's String of the rounded-up value.
+func TestCeilMSMatchesDurationString(t *testing.T) {
+	ds := []time.Duration{-time.Second, 0, 1, time.Millisecond - 1, time.Millisecond, 999 * time.Millisecond,
+		999*time.Millisecond + 1, time.Second, 1500 * time.Millisecond, 1010 * time.Millisecond, 59*time.Second + 999*time.Millisecond,
+		time.Minute, time.Minute + 1, 6 * time.Minute, time.Hour, time.Hour + 1, 49*time.Hour + 3*time.Minute + 4500*time.Millisecond}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		ds = append(ds, time.Duration(r.Int64N(int64(3*time.Hour))))
+	}
+	for _, d := range ds {
+		want := "0s"
+		if d > 0 {
+			want = ((d + time.Millisecond - 1) / time.Millisecond * time.Millisecond).String()
+		}
+		if got := ceilMS(d); got != want {
+			t.Fatalf("ceilMS(%d) = %q, want %q", d, got, want)
+		}
 	}
 }

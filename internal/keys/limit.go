@@ -222,8 +222,27 @@ func (g *Grant) Key() *Key { return g.key }
 // limits the key has.
 func (g *Grant) SetHeaders(h http.Header) { g.limits.set(h) }
 
-// set writes the headers into h under their canonical names, the values
-// of all six in one slice (this runs on every request of a key).
+// rateLimitHeaders are every name limits.set may write, for either unit.
+var rateLimitHeaders = [...]string{
+	"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests",
+	"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens",
+	"X-Ratelimit-Limit-Images", "X-Ratelimit-Remaining-Images", "X-Ratelimit-Reset-Images",
+}
+
+// DropHeaders removes every rate-limit header from an upstream's answer
+// before it is copied to the client, so that the key's own, set at
+// admission, stand: an engine or model server cannot speak for a key's
+// budget. Deleting is cheaper than writing the key's headers a second
+// time over the copy.
+func DropHeaders(h http.Header) {
+	for _, k := range rateLimitHeaders {
+		delete(h, k)
+	}
+}
+
+// set writes the headers into h under their canonical names. This runs
+// on every request of a key, so the changing values are formatted into
+// one buffer and share one string, and the six values one slice.
 func (l *limits) set(h http.Header) {
 	n := 0
 	if l.rpm > 0 {
@@ -235,6 +254,22 @@ func (l *limits) set(h http.Header) {
 	if n == 0 {
 		return
 	}
+	var buf [96]byte
+	b := buf[:0]
+	var ends [4]int
+	if l.rpm > 0 {
+		b = strconv.AppendInt(b, l.remReq, 10)
+		ends[0] = len(b)
+		b = appendCeilMS(b, l.resetReq)
+		ends[1] = len(b)
+	}
+	if l.units > 0 {
+		b = strconv.AppendInt(b, l.remUnits, 10)
+		ends[2] = len(b)
+		b = appendCeilMS(b, l.resetUns)
+		ends[3] = len(b)
+	}
+	text := string(b)
 	v := make([]string, 0, n)
 	put := func(name, val string) {
 		v = append(v, val)
@@ -242,23 +277,51 @@ func (l *limits) set(h http.Header) {
 	}
 	if l.rpm > 0 {
 		put("X-Ratelimit-Limit-Requests", l.hdr.rpm)
-		put("X-Ratelimit-Remaining-Requests", strconv.FormatInt(l.remReq, 10))
-		put("X-Ratelimit-Reset-Requests", ceilMS(l.resetReq))
+		put("X-Ratelimit-Remaining-Requests", text[:ends[0]])
+		put("X-Ratelimit-Reset-Requests", text[ends[0]:ends[1]])
 	}
 	if l.units > 0 {
+		start := ends[1]
 		put(l.hdr.limitUnits, l.hdr.units)
-		put(l.hdr.remainingUnits, strconv.FormatInt(l.remUnits, 10))
-		put(l.hdr.resetUnits, ceilMS(l.resetUns))
+		put(l.hdr.remainingUnits, text[start:ends[2]])
+		put(l.hdr.resetUnits, text[ends[2]:ends[3]])
 	}
 }
 
 // ceilMS renders d rounded up to the millisecond the way OpenAI's reset
 // headers read ("0s", "250ms", "1.5s", "6m0s").
-func ceilMS(d time.Duration) string {
+func ceilMS(d time.Duration) string { return string(appendCeilMS(nil, d)) }
+
+// appendCeilMS appends ceilMS(d) to b: time.Duration's String format
+// for a whole number of milliseconds, without its allocation.
+func appendCeilMS(b []byte, d time.Duration) []byte {
 	if d <= 0 {
-		return "0s"
+		return append(b, "0s"...)
 	}
-	return ((d + time.Millisecond - 1) / time.Millisecond * time.Millisecond).String()
+	ms := int64((d + time.Millisecond - 1) / time.Millisecond)
+	if ms < 1000 {
+		return append(strconv.AppendInt(b, ms, 10), "ms"...)
+	}
+	if h := ms / 3600000; h > 0 {
+		b = append(strconv.AppendInt(b, h, 10), 'h')
+		ms -= h * 3600000
+		b = append(strconv.AppendInt(b, ms/60000, 10), 'm')
+		ms %= 60000
+	} else if m := ms / 60000; m > 0 {
+		b = append(strconv.AppendInt(b, m, 10), 'm')
+		ms %= 60000
+	}
+	b = strconv.AppendInt(b, ms/1000, 10)
+	if frac := ms % 1000; frac > 0 {
+		b = append(b, '.')
+		digits := [3]byte{byte('0' + frac/100), byte('0' + frac/10%10), byte('0' + frac%10)}
+		n := 3
+		for n > 0 && digits[n-1] == '0' {
+			n--
+		}
+		b = append(b, digits[:n]...)
+	}
+	return append(b, 's')
 }
 
 // Charge adds units to the request's usage and to the key's per-minute

@@ -128,6 +128,10 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, u *Upstream, p
 	defer resp.Body.Close()
 
 	h := w.Header()
+	if gr != nil {
+		// The key's headers, set at admission, not any a model server sent.
+		keys.DropHeaders(resp.Header)
+	}
 	httpx.CopyResponseHeader(h, resp.Header)
 	charge(h, r, gr)
 	in.abandon(w)

@@ -157,15 +157,12 @@ func answerItems(h http.Header) int64 {
 }
 
 // charge accounts a model server's answer: its accounting headers leave
-// h, and a submission's images are charged to the grant. The rate-limit
-// headers are set again after the model's own were copied in, so that a
-// model server cannot speak for the key's budget.
+// h, and a submission's images are charged to the grant.
 func charge(h http.Header, r *http.Request, gr *keys.Grant) {
 	n := answerItems(h)
 	if gr == nil {
 		return
 	}
-	gr.SetHeaders(h)
 	if n > 0 && r.Method == http.MethodPost {
 		gr.Charge(keys.Charge{Images: n})
 	}

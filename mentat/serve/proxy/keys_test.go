@@ -210,3 +210,35 @@ func TestProxyKeysLimits(t *testing.T) {
 		t.Fatalf("usage: %+v", u)
 	}
 }
+
+// An engine cannot speak for a key's budget: rate-limit headers it sends
+// are dropped and the key's, set at admission, reach the client. The
+// answer is dated by the router, not the engine (as Nginx's proxy does).
+func TestProxyKeysEngineHeaders(t *testing.T) {
+	eng := newEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		h := w.Header()
+		h.Set("X-Ratelimit-Remaining-Tokens", "42")
+		h.Set("X-Ratelimit-Limit-Requests", "7")
+		h.Set("X-Ratelimit-Reset-Images", "1s")
+		h.Set("Date", "Mon, 02 Jan 2006 15:04:05 GMT")
+		h.Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+	})
+	rt, _, sk := keyedRouter(t, Config{}, map[string]string{"k": "rpm = 100\ntpm = 1000"})
+	rt.publish(t, map[string]string{"m": eng.base()}, nil)
+	resp := rt.keyedPost(t, sk["k"], `{"model":"m"}`)
+	readAllString(t, resp.Body)
+	resp.Body.Close()
+	h := resp.Header
+	if resp.StatusCode != 200 || h.Get("X-Ratelimit-Limit-Requests") != "100" || h.Get("X-Ratelimit-Limit-Tokens") != "1000" ||
+		h.Get("X-Ratelimit-Remaining-Tokens") != "1000" || h.Get("X-Ratelimit-Remaining-Requests") != "99" || len(h.Values("X-Ratelimit-Limit-Requests")) != 1 {
+		t.Fatalf("the client got %d with %v", resp.StatusCode, h)
+	}
+	if _, ok := h["X-Ratelimit-Reset-Images"]; ok {
+		t.Fatalf("the engine's X-Ratelimit-Reset-Images reached the client: %v", h)
+	}
+	if d := h.Get("Date"); d == "" || strings.Contains(d, "2006") {
+		t.Fatalf("Date %q: want the router's", d)
+	}
+}

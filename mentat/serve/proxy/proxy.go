@@ -383,13 +383,13 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 	}()
 
 	h := w.Header()
+	if x.grant != nil {
+		// The key's headers, set at admission, not any an engine sent.
+		keys.DropHeaders(resp.Header)
+	}
 	httpx.CopyResponseHeader(h, resp.Header)
 	var m *meter
 	var dst io.Writer = w
-	if x.grant != nil {
-		// The key's headers, not any an engine sent.
-		x.grant.SetHeaders(h)
-	}
 	if x.grant != nil || x.adm != nil {
 		m = newMeter(w, x, httpx.IsEventStream(resp.Header.Get("Content-Type")), x.promptBytes)
 		defer func() { m.finish(resp.StatusCode) }()
