@@ -33,6 +33,11 @@ const (
 	ProbeInterval = time.Second
 	// ProbeTimeout is the routers' PROBE_TIMEOUT_S (their default).
 	ProbeTimeout = 3 * time.Second
+	// EngineMaxModelLen holds the load's longest request: the shared
+	// system prompt (~1160 tokens), up to ~225 more and 43 out.
+	EngineMaxModelLen = 2048
+	// EngineKVTokens is the engines' KV cache, 1024 blocks of 16.
+	EngineKVTokens = 16384
 )
 
 type engine struct {
@@ -135,8 +140,13 @@ func startMentat(ctx context.Context, t topo, node *testnet.Host) (m *mentat, er
 		} else if e.port, err = harness.FreePort(); err != nil {
 			return m, err
 		}
+		// A KV cache of EngineKVTokens fills with the load's distinct
+		// prompts within the warm-up, so eviction runs all through the
+		// soak and a cache still filling (the default, 32 × 4096 tokens,
+		// takes most of a run) is not mistaken for RSS growth.
 		args := []string{"agent", "--", bin("enginesim"), "--model", g.model, "--host", host, "--port", strconv.Itoa(e.port),
-			"--ttft", "40ms", "--itl", "8ms", "--max-num-seqs", "32", "--embedding-dim", strconv.Itoa(EmbeddingDim),
+			"--ttft", "40ms", "--itl", "8ms", "--max-num-seqs", "32", "--max-model-len", strconv.Itoa(EngineMaxModelLen),
+			"--kv-cache-tokens", strconv.Itoa(EngineKVTokens), "--embedding-dim", strconv.Itoa(EmbeddingDim),
 			"--seed", strconv.FormatInt(seed+int64(i), 10)}
 		agentEnv := []string{"MENTAT_DAEMON=" + daemon, "MENTAT_GROUP=" + g.group, "MENTAT_CONTAINER=" + g.group,
 			"MENTAT_OPENAI_API=" + strconv.Itoa(e.port) + "/v1", "MENTAT_MODEL_PROVIDER=vllm"}

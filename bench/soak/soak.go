@@ -239,12 +239,45 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 	in := report.Input{Seed: cfg.Seed, Commit: head, Duration: cfg.Duration, Start: start, End: end,
 		Warmup: cfg.Warmup, Topology: r.topologyText(), Command: cfg.Command, Results: results, Faults: faults,
 		Samples: samples, Orphans: orphans, Notes: r.notes}
-	sum = Summary{Results: len(results), Outcomes: map[record.Outcome]int{}, Faults: len(faults), Orphans: orphans,
+	// Everything the report is drawn from, for a closer look at a run
+	// kept with SOAK_DIR, and for Rerender.
+	if b, err := json.Marshal(in); err == nil {
+		if err := os.WriteFile(filepath.Join(cfg.WorkDir, InputFile), b, 0o644); err != nil {
+			r.logf("keeping the report's input: %v", err)
+		}
+	}
+	return finish(in, cfg.Out)
+}
+
+// InputFile is the name, in a run's WorkDir, of the report's input.
+const InputFile = "report-input.json"
+
+// Rerender judges a kept run again and writes its report to out, from the
+// run's InputFile alone (no process is started), so that a change to the
+// report's judgement can be checked against a real 30-minute run without
+// spending another half-hour on it.
+func Rerender(inputFile, out string) (Summary, error) {
+	b, err := os.ReadFile(inputFile)
+	if err != nil {
+		return Summary{}, err
+	}
+	var in report.Input
+	if err := json.Unmarshal(b, &in); err != nil {
+		return Summary{}, fmt.Errorf("%s: %w", inputFile, err)
+	}
+	return finish(in, out)
+}
+
+// finish is the end of a run and the whole of a rerender, shared so that
+// both judge and write alike: it sums up in and writes its report to out
+// ("" writes none).
+func finish(in report.Input, out string) (Summary, error) {
+	sum := Summary{Results: len(in.Results), Outcomes: map[record.Outcome]int{}, Faults: len(in.Faults), Orphans: in.Orphans,
 		Targets: report.Evaluate(in)}
-	for _, x := range results {
+	for _, x := range in.Results {
 		sum.Outcomes[x.Outcome]++
 	}
-	for _, f := range faults {
+	for _, f := range in.Faults {
 		if f.Recovered.IsZero() {
 			sum.NotRecovered = append(sum.NotRecovered, f.Kind+" on "+f.Target+": "+f.Note)
 		}
@@ -254,15 +287,8 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 			sum.Failed = append(sum.Failed, t.Goal+": "+t.Measured)
 		}
 	}
-	// Everything the report is drawn from, for a closer look at a run
-	// kept with SOAK_DIR.
-	if b, err := json.Marshal(in); err == nil {
-		if err := os.WriteFile(filepath.Join(cfg.WorkDir, "report-input.json"), b, 0o644); err != nil {
-			r.logf("keeping the report's input: %v", err)
-		}
-	}
-	if cfg.Out != "" {
-		if err := report.Write(in, cfg.Out); err != nil {
+	if out != "" {
+		if err := report.Write(in, out); err != nil {
 			return sum, err
 		}
 	}
@@ -349,12 +375,12 @@ func (r *run) healthTargets() []health.Target {
 
 func (r *run) topologyText() string {
 	return strings.TrimSpace(fmt.Sprintf(`
-**mentat**: one mentatd daemon; five mentatd agents, each running an enginesim (%s on groups a1, a2, a3; %s on b1, b2; a1 and b1 with a management MCP server); %s two mentatd-serve routers sharing MENTAT_SESSION_KEY_FILE (PROBE_INTERVAL_S=%d, SERVE_DRAIN_S=6, SERVE_BODY_TIMEOUT_S=%d); Nginx round-robin in front of them with the repository's conf/nginx/mentat-routers.conf. The soak restarts an agent a second after it exits, as a process manager would. Every Go process runs with GOGC=100, which turns off the heap floor (internal/gcfloor) so that resident memory follows the live heap.
+**mentat**: one mentatd daemon; five mentatd agents, each running an enginesim (%s on groups a1, a2, a3; %s on b1, b2; a1 and b1 with a management MCP server; --max-num-seqs 32, --max-model-len %d, --kv-cache-tokens %d, a cache the load fills within the warm-up so that eviction runs all through the soak); %s two mentatd-serve routers sharing MENTAT_SESSION_KEY_FILE (PROBE_INTERVAL_S=%d, SERVE_DRAIN_S=6, SERVE_BODY_TIMEOUT_S=%d); Nginx round-robin in front of them with the repository's conf/nginx/mentat-routers.conf. The soak restarts an agent a second after it exits, as a process manager would. Every Go process runs with GOGC=100, which turns off the heap floor (internal/gcfloor) so that resident memory follows the live heap.
 
 **mortred**: mortred-supervisor with its gateway (request limit %d MiB, drain 1 s) and three model servers, one worker each: %s (the PP-OCR pipeline), %s (nsfwjs on a photograph) and %s (batches). Model-server logs and every process's log are on a %s tmpfs that the disk-full fault fills.
 
 **Load** (bounded, the whole run): three OpenAI clients through Nginx (chat and completions, streamed and not, with and without a long shared system prompt, embeddings), one MCP client holding a session through Nginx (calls to each group's tools and the router's own), two mortred clients (sync inference of every model, batches, async jobs polled at once and 30–120 s late), and one client of bad traffic (malformed and oversized bodies, unknown models, bad tokens, stalled bodies, slow bodies, mid-stream hang-ups).`,
-		ModelA, ModelB, r.nodeText(), int(ProbeInterval/time.Second), int(BodyTimeout/time.Second), GatewayBodyLimitMB, ModelOCR, ModelNSFW, ModelTest, tmpfsSize))
+		ModelA, ModelB, EngineMaxModelLen, EngineKVTokens, r.nodeText(), int(ProbeInterval/time.Second), int(BodyTimeout/time.Second), GatewayBodyLimitMB, ModelOCR, ModelNSFW, ModelTest, tmpfsSize))
 }
 
 func (r *run) nodeText() string {

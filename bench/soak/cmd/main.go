@@ -2,6 +2,10 @@
 // 30m), SOAK_SEED (default 1), SOAK_OUT (the report, default
 // docs/soak.md), SOAK_DIR (configs and logs; a temporary directory when
 // unset). It exits 0 only when the run met every target, 0 defects first.
+//
+// SOAK_FROM names the report-input.json of a run kept with SOAK_DIR: the
+// report is then judged and written again from it alone, and the exit
+// status is the same rule applied to it; nothing is started.
 package main
 
 import (
@@ -33,6 +37,16 @@ func run() int {
 	}
 	cfg := soak.Config{Root: root, BinDir: filepath.Join(root, "bin"), Duration: 30 * time.Minute, Seed: 1,
 		Out: filepath.Join(root, "docs", "soak.md"), WorkDir: os.Getenv("SOAK_DIR")}
+	if v := os.Getenv("SOAK_OUT"); v != "" {
+		cfg.Out = v
+	}
+	if from := os.Getenv("SOAK_FROM"); from != "" {
+		sum, err := soak.Rerender(from, cfg.Out)
+		if err != nil {
+			return fail("%v", err)
+		}
+		return summary(sum, cfg.Out)
+	}
 	if v := os.Getenv("SOAK_DURATION"); v != "" {
 		if cfg.Duration, err = time.ParseDuration(v); err != nil || cfg.Duration < time.Minute {
 			return fail("SOAK_DURATION=%q: want a Go duration of at least 1m, e.g. 30m", v)
@@ -42,9 +56,6 @@ func run() int {
 		if cfg.Seed, err = strconv.ParseInt(v, 10, 64); err != nil {
 			return fail("SOAK_SEED=%q: want an integer", v)
 		}
-	}
-	if v := os.Getenv("SOAK_OUT"); v != "" {
-		cfg.Out = v
 	}
 	cfg.Command = fmt.Sprintf("make soak SOAK_DURATION=%s SOAK_SEED=%d", cfg.Duration, cfg.Seed)
 	if cfg.WorkDir != "" {
@@ -58,7 +69,13 @@ func run() int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	fmt.Printf("soak: %d requests judged, %d faults; report %s\n", sum.Results, sum.Faults, cfg.Out)
+	return summary(sum, cfg.Out)
+}
+
+// summary prints what a run (or a rerender) found and is the exit
+// status: 0 when every target was met, 1 when one was missed.
+func summary(sum soak.Summary, out string) int {
+	fmt.Printf("soak: %d requests judged, %d faults; report %s\n", sum.Results, sum.Faults, out)
 	for o, n := range sum.Outcomes {
 		fmt.Printf("  %s: %d\n", o, n)
 	}

@@ -328,31 +328,53 @@ func writeHealth(b *bytes.Buffer, in Input) {
 		p("No samples recorded.\n")
 		return
 	}
-	p("First and last are the first and last quiet samples of the PID that lived longest: past the warm-up of the run and of that PID (a process started mid-run warms up as the first one did), and not within a fault or %s after it. RSS first and last are the medians of %d samples at each end, and so is the anonymous growth (RssAnon: heap and stacks, where memory a process keeps shows; pages of its binary run for the first time grow RSS only). Restarts count distinct PIDs.\n\n", fmtDur(quietAfterFault), rssWindow)
-	p("| Process | Samples | Restarts | PID | RSS first (MiB) | RSS last (MiB) | Growth | Anonymous growth | FDs first | FDs last | FDs max | Conns max | Goroutines first | Goroutines last |\n")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, s := range ps {
-		num := func(v int) string {
-			if v < 0 {
-				return "—"
-			}
-			return fmt.Sprint(v)
+	num := func(v int) string {
+		if v < 0 {
+			return "—"
 		}
-		if !s.Measured {
-			p("| %s | %d | %d | — | — | — | %s | — | — | — | %s | %s | — | — |\n",
-				cell(s.Name), s.Samples, s.Restarts, cell("not measured: "+s.Skip), num(s.FDMax), num(s.ConnsMax))
+		return fmt.Sprint(v)
+	}
+	pct := func(v float64) string {
+		if math.IsNaN(v) {
+			return "—"
+		}
+		return fmt.Sprintf("%+.1f%%", v*100)
+	}
+	trend := func(v, growth float64) string {
+		if math.IsNaN(growth) {
+			return "—"
+		}
+		return fmt.Sprintf("%.1f", mib(v))
+	}
+
+	p("### Memory\n\n")
+	p("Each process is judged on the PID whose samples past the warm-up of the run and of that PID (a process started mid-run warms up as the first one did) span longest, on every such sample, faults included: resident memory is a level, faults come all through the run and tilt no trend, and it takes many samples to see through the collector's sawtooth. ")
+	p("Start and end are a Theil–Sen line (the median of the slopes between every two samples) at the span's ends, not samples, and growth is end/start − 1; anonymous growth is the same for RssAnon (heap and stacks, where memory a process keeps shows; pages of its binary run for the first time grow RSS only). ")
+	p("A span under %s is not judged. Restarts count distinct PIDs.\n\n", fmtDur(minLifetime))
+	p("| Process | Samples | Restarts | PID | Span | RSS at start (MiB, trend) | RSS at end (MiB, trend) | Growth | Anonymous growth |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range ps {
+		m := s.Mem
+		if !m.Measured {
+			p("| %s | %d | %d | — | — | — | — | %s | — |\n", cell(s.Name), s.Samples, s.Restarts, cell("not measured: "+m.Skip))
 			continue
 		}
-		pct := func(v float64) string {
-			if math.IsNaN(v) {
-				return "—"
-			}
-			return fmt.Sprintf("%+.1f%%", v*100)
+		p("| %s | %d | %d | %d | %s | %s | %s | %s | %s |\n", cell(s.Name), s.Samples, s.Restarts, m.PID, fmtDur(m.Span),
+			trend(m.First, m.Growth), trend(m.Last, m.Growth), pct(m.Growth), pct(m.AnonGrowth))
+	}
+
+	p("\n### Goroutines and descriptors\n\n")
+	p("First and last are the first and last quiet samples of the PID with the longest span of them: past the warm-up of the run and of that PID, and not within a fault or %s after it, since peers of a faulty component retry, buffer and reconnect. That may be another PID than memory's. Max counts every sample of every PID.\n\n", fmtDur(quietAfterFault))
+	p("| Process | PID | Span | FDs first | FDs last | FDs max | Conns max | Goroutines first | Goroutines last |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range ps {
+		q := s.Base
+		if !q.Measured {
+			p("| %s | — | — | %s | — | %s | %s | — | — |\n", cell(s.Name), cell("not measured: "+q.Skip), num(s.FDMax), num(s.ConnsMax))
+			continue
 		}
-		p("| %s | %d | %d | %d | %.1f | %.1f | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			cell(s.Name), s.Samples, s.Restarts, s.PID, mib(s.First.RSS), mib(s.Last.RSS), pct(s.RSSGrowth), pct(s.AnonGrowth),
-			num(s.First.FDs), num(s.Last.FDs), num(s.FDMax), num(s.ConnsMax),
-			num(s.First.Goroutines), num(s.Last.Goroutines))
+		p("| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", cell(s.Name), q.PID, fmtDur(q.Span),
+			num(q.First.FDs), num(q.Last.FDs), num(s.FDMax), num(s.ConnsMax), num(q.First.Goroutines), num(q.Last.Goroutines))
 	}
 }
 

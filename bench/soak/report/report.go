@@ -27,17 +27,14 @@ const (
 	rssGrowthLimit = 0.05
 	// quietAfterFault is how long after a fault is lifted the system is
 	// still considered disturbed: restarted peers reconnect, queues
-	// drain and caches refill, so a sample taken then says nothing about
-	// a leak.
+	// drain and caches refill, so a count of goroutines or descriptors
+	// taken then says nothing about a leak.
 	quietAfterFault = 20 * time.Second
-	// minLifetime is the shortest span of quiet samples of one PID worth
-	// comparing: over less, allocator noise and GC timing outweigh any
-	// trend.
+	// minLifetime is the shortest span of one PID's samples worth
+	// judging (quiet ones for goroutines and descriptors, all past
+	// warm-up for RSS): over less, allocator noise and GC timing
+	// outweigh any trend.
 	minLifetime = 2 * time.Minute
-	// rssWindow is how many quiet samples at each end of a lifetime the
-	// growth compares, by their medians: one sample lands wherever the
-	// collector happens to be in its cycle.
-	rssWindow = 5
 	// fdSlack is how many descriptors a process may hold above its
 	// baseline and still count as back to it: a few keep-alive
 	// connections and log files come and go with the load.
@@ -87,12 +84,14 @@ type Target struct {
 // must not claim it.
 func Evaluate(in Input) []Target {
 	in = normalize(in)
+	// Once for both targets that read it: the RSS trends are O(n²).
+	ps := procStats(in)
 	return []Target{
 		evalDefects(in),
 		evalUnattributed(in),
 		evalRecovery(in),
-		evalRSS(in),
-		evalBaseline(in),
+		evalRSS(ps),
+		evalBaseline(ps),
 		evalOrphans(in),
 	}
 }
@@ -243,30 +242,57 @@ func evalRecovery(in Input) Target {
 	return t
 }
 
-// procStat is one process name's health over the run. First and Last
-// are the first and last quiet samples of the one PID lifetime that the
-// growth and baseline targets compare.
+// procStat is one process name's health over the run. Memory and the
+// baseline are judged on lifetimes chosen apart, by different samples,
+// so they may be different PIDs of the process.
 type procStat struct {
-	Name      string
-	Samples   int
-	Restarts  int
-	FDMax     int
-	ConnsMax  int
-	Measured  bool
-	Skip      string // why not Measured
-	PID       int
-	First     record.Sample
-	Last      record.Sample
-	Lifetime  time.Duration
-	RSSGrowth float64 // Last/First-1; NaN when RSS is unknown
-	// AnonGrowth is the same for RSSAnon (NaN when unknown): it tells
-	// memory kept from binary pages touched late.
-	AnonGrowth float64
+	Name     string
+	Samples  int
+	Restarts int
+	FDMax    int
+	ConnsMax int
+	Mem      memStat
+	Base     baseStat
 }
 
-// quiet reports whether a sample at t can speak to leaks: past warm-up
-// and away from every fault, whatever its target, since a fault on one
-// component makes its peers retry, buffer and reconnect.
+// lifetime is the PID a target is judged on, or why none is.
+type lifetime struct {
+	Measured bool
+	Skip     string // why not Measured
+	PID      int
+	// Span is from the first to the last sample judged.
+	Span time.Duration
+}
+
+// memStat is RSS growth, judged on every sample of a PID past the run's
+// warm-up and its own, not only quiet ones. RSS is a level, not an
+// event: faults come all through the run, so they tilt no trend, while
+// the collector's sawtooth (the soak's small Go processes swing by a
+// tenth or more between collections) is only seen through with many
+// samples, which the sparse quiet points are not.
+type memStat struct {
+	lifetime
+	// First and Last are the Theil–Sen trend of RSS at the span's ends,
+	// in bytes, not samples; Growth is Last/First-1, NaN when RSS is
+	// unknown.
+	First, Last, Growth float64
+	// AnonFirst, AnonLast and AnonGrowth are the same for RSSAnon: it
+	// tells memory kept from pages of the binary touched late.
+	AnonFirst, AnonLast, AnonGrowth float64
+}
+
+// baseStat is goroutines and descriptors, whose target is "back to
+// baseline at quiet points": First and Last are the first and last
+// quiet samples of the PID with the longest span of them.
+type baseStat struct {
+	lifetime
+	First, Last record.Sample
+}
+
+// quiet reports whether a sample at t can speak to leaks of goroutines
+// and descriptors: past warm-up and away from every fault, whatever its
+// target, since a fault on one component makes its peers retry, buffer
+// and reconnect.
 func quiet(in Input, t time.Time) bool {
 	if t.Before(in.Start.Add(in.Warmup)) {
 		return false
@@ -282,7 +308,7 @@ func quiet(in Input, t time.Time) bool {
 	return true
 }
 
-// procStats pairs samples within one PID lifetime, because a restarted
+// procStats judges samples within one PID lifetime, because a restarted
 // process starts from scratch and comparing across PIDs would call a
 // restart a leak or hide one.
 func procStats(in Input) []procStat {
@@ -291,8 +317,11 @@ func procStats(in Input) []procStat {
 	for _, name := range sortedKeys(byName) {
 		ss := byName[name]
 		sortSamples(ss)
-		st := procStat{Name: name, Samples: len(ss), FDMax: -1, ConnsMax: -1, RSSGrowth: math.NaN(), AnonGrowth: math.NaN()}
-		pids := map[int][]record.Sample{}
+		st := procStat{Name: name, Samples: len(ss), FDMax: -1, ConnsMax: -1}
+		// warm and calm hold, per PID, the samples past warm-up (for
+		// RSS) and the quiet ones among them (for the baseline).
+		warm := map[int][]record.Sample{}
+		calm := map[int][]record.Sample{}
 		born := map[int]time.Time{}
 		for _, s := range ss {
 			st.FDMax = max(st.FDMax, s.FDs)
@@ -301,53 +330,127 @@ func procStats(in Input) []procStat {
 				born[s.PID] = s.At
 			}
 			// A process started mid-run warms up as the first one did.
-			if quiet(in, s.At) && !s.At.Before(born[s.PID].Add(in.Warmup)) {
-				pids[s.PID] = append(pids[s.PID], s)
-			} else if _, ok := pids[s.PID]; !ok {
-				pids[s.PID] = nil
-			}
-		}
-		st.Restarts = max(len(pids)-1, 0)
-		best, span := 0, time.Duration(-1)
-		for _, pid := range sortedKeys(pids) {
-			q := pids[pid]
-			if len(q) == 0 {
+			if s.At.Before(in.Start.Add(in.Warmup)) || s.At.Before(born[s.PID].Add(in.Warmup)) {
 				continue
 			}
-			d := q[len(q)-1].At.Sub(q[0].At)
-			if d > span || (d == span && q[0].At.Before(pids[best][0].At)) {
-				best, span = pid, d
+			warm[s.PID] = append(warm[s.PID], s)
+			if quiet(in, s.At) {
+				calm[s.PID] = append(calm[s.PID], s)
 			}
 		}
-		switch {
-		case span < 0:
-			st.Skip = "no quiet sample after warm-up"
-		case span < minLifetime:
-			st.Skip = fmt.Sprintf("longest quiet lifetime (pid %d) %s < %s", best, fmtDur(span), fmtDur(minLifetime))
-		default:
-			q := pids[best]
-			st.Measured, st.PID, st.Lifetime = true, best, span
-			st.First, st.Last = q[0], q[len(q)-1]
-			st.First.RSS, st.Last.RSS = medianRSS(q[:min(len(q), rssWindow)]), medianRSS(q[max(len(q)-rssWindow, 0):])
-			if st.First.RSS > 0 {
-				st.RSSGrowth = float64(st.Last.RSS)/float64(st.First.RSS) - 1
-			}
-			anon := func(s record.Sample) int64 { return s.RSSAnon }
-			st.First.RSSAnon, st.Last.RSSAnon = medianOf(q[:min(len(q), rssWindow)], anon), medianOf(q[max(len(q)-rssWindow, 0):], anon)
-			if st.First.RSSAnon > 0 {
-				st.AnonGrowth = float64(st.Last.RSSAnon)/float64(st.First.RSSAnon) - 1
-			}
+		// A PID seen only in its warm-up is a restart all the same.
+		st.Restarts = max(len(born)-1, 0)
+
+		var q []record.Sample
+		st.Base.lifetime, q = longest(calm, "quiet sample", "quiet lifetime")
+		if st.Base.Measured {
+			st.Base.First, st.Base.Last = q[0], q[len(q)-1]
+		}
+		st.Mem.lifetime, q = longest(warm, "sample", "lifetime")
+		st.Mem.Growth, st.Mem.AnonGrowth = math.NaN(), math.NaN()
+		if st.Mem.Measured {
+			st.Mem.First, st.Mem.Last, st.Mem.Growth = trend(q, func(s record.Sample) int64 { return s.RSS })
+			st.Mem.AnonFirst, st.Mem.AnonLast, st.Mem.AnonGrowth = trend(q, func(s record.Sample) int64 { return s.RSSAnon })
 		}
 		out = append(out, st)
 	}
 	return out
 }
 
-func skipped(ps []procStat) string {
+// longest picks the PID whose samples span longest (the earliest on a
+// tie), and says why none is judged when there is no sample or that span
+// is under minLifetime; sample and life name what was looked for.
+func longest(pids map[int][]record.Sample, sample, life string) (lifetime, []record.Sample) {
+	best, span := 0, time.Duration(-1)
+	for _, pid := range sortedKeys(pids) {
+		q := pids[pid]
+		if len(q) == 0 {
+			continue
+		}
+		d := q[len(q)-1].At.Sub(q[0].At)
+		if d > span || (d == span && q[0].At.Before(pids[best][0].At)) {
+			best, span = pid, d
+		}
+	}
+	switch {
+	case span < 0:
+		return lifetime{Skip: "no " + sample + " after warm-up"}, nil
+	case span < minLifetime:
+		return lifetime{PID: best, Span: span,
+			Skip: fmt.Sprintf("longest %s (pid %d) %s < %s", life, best, fmtDur(span), fmtDur(minLifetime))}, nil
+	}
+	return lifetime{Measured: true, PID: best, Span: span}, pids[best]
+}
+
+// trend fits a Theil–Sen line to f over ss (time-ordered) and returns
+// it at the first and last sample's instants, and the growth between
+// them (NaN when f is unknown). Every sample weighs in, so where in its
+// cycle the collector was at either end does not matter, as it does to
+// a comparison of the ends (even of medians of a few samples there);
+// and the median of the pairwise slopes shrugs off odd readings, up to
+// about three in ten, where a least-squares line would follow them. A
+// reading of 0 is a value the kernel did not give, not a level, and is
+// left out.
+func trend(ss []record.Sample, f func(record.Sample) int64) (first, last, growth float64) {
+	var x, y []float64
+	for _, s := range ss {
+		if v := f(s); v > 0 {
+			x = append(x, s.At.Sub(ss[0].At).Seconds())
+			y = append(y, float64(v))
+		}
+	}
+	a, b, ok := theilSen(x, y)
+	if !ok {
+		return 0, 0, math.NaN()
+	}
+	first, last = a, a+b*ss[len(ss)-1].At.Sub(ss[0].At).Seconds()
+	if first <= 0 {
+		return first, last, math.NaN()
+	}
+	return first, last, last/first - 1
+}
+
+// theilSen fits y = a + b·x: b is the median of the slopes between every
+// two points with distinct x, a the median of y - b·x. It is O(n²) in
+// time and memory: a 30-minute run gives ~900 samples of a process,
+// ~400k slopes. ok is false without two distinct x.
+func theilSen(x, y []float64) (a, b float64, ok bool) {
+	slopes := make([]float64, 0, len(x)*(len(x)-1)/2)
+	for i := range x {
+		for j := i + 1; j < len(x); j++ {
+			if x[j] != x[i] {
+				slopes = append(slopes, (y[j]-y[i])/(x[j]-x[i]))
+			}
+		}
+	}
+	if len(slopes) == 0 {
+		return 0, 0, false
+	}
+	b = medianFloat(slopes)
+	res := make([]float64, len(x))
+	for i := range x {
+		res[i] = y[i] - b*x[i]
+	}
+	return medianFloat(res), b, true
+}
+
+// medianFloat is the median of v, the mean of the middle two for an even
+// count; it sorts v.
+func medianFloat(v []float64) float64 {
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// skipped lists the processes a target could not judge, with why.
+func skipped(ps []procStat, lt func(procStat) lifetime) string {
 	var s []string
 	for _, p := range ps {
-		if !p.Measured {
-			s = append(s, fmt.Sprintf("%s (%s)", p.Name, p.Skip))
+		if l := lt(p); !l.Measured {
+			s = append(s, fmt.Sprintf("%s (%s)", p.Name, l.Skip))
 		}
 	}
 	if len(s) == 0 {
@@ -356,35 +459,37 @@ func skipped(ps []procStat) string {
 	return "; skipped: " + strings.Join(s, ", ")
 }
 
-func evalRSS(in Input) Target {
+func memLifetime(p procStat) lifetime  { return p.Mem.lifetime }
+func baseLifetime(p procStat) lifetime { return p.Base.lifetime }
+
+func evalRSS(ps []procStat) Target {
 	t := Target{Goal: fmt.Sprintf("RSS growth < %g%% after warm-up, per process", rssGrowthLimit*100)}
-	ps := procStats(in)
 	var worst *procStat
 	var over []string
 	n := 0
 	for i := range ps {
 		p := &ps[i]
-		if !p.Measured || math.IsNaN(p.RSSGrowth) {
+		if !p.Mem.Measured || math.IsNaN(p.Mem.Growth) {
 			continue
 		}
 		n++
-		if worst == nil || p.RSSGrowth > worst.RSSGrowth {
+		if worst == nil || p.Mem.Growth > worst.Mem.Growth {
 			worst = p
 		}
-		if p.RSSGrowth >= rssGrowthLimit {
-			over = append(over, fmt.Sprintf("%s %+.1f%%%s", p.Name, p.RSSGrowth*100, anonNote(*p)))
+		if p.Mem.Growth >= rssGrowthLimit {
+			over = append(over, fmt.Sprintf("%s %+.1f%%%s", p.Name, p.Mem.Growth*100, anonNote(*p)))
 		}
 	}
 	if worst == nil {
-		t.Measured = "no process measured" + skipped(ps)
+		t.Measured = "no process measured" + skipped(ps, memLifetime)
 		return t
 	}
-	t.Measured = fmt.Sprintf("worst: %s %+.1f%% (%.1f → %.1f MiB, pid %d over %s); %d of %d processes measured",
-		worst.Name, worst.RSSGrowth*100, mib(worst.First.RSS), mib(worst.Last.RSS), worst.PID, fmtDur(worst.Lifetime), n, len(ps))
+	t.Measured = fmt.Sprintf("worst: %s %+.1f%% (trend %.1f → %.1f MiB, pid %d over %s); %d of %d processes measured",
+		worst.Name, worst.Mem.Growth*100, mib(worst.Mem.First), mib(worst.Mem.Last), worst.Mem.PID, fmtDur(worst.Mem.Span), n, len(ps))
 	if len(over) > 0 {
 		t.Measured += "; over the limit: " + strings.Join(over, ", ")
 	}
-	t.Measured += skipped(ps)
+	t.Measured += skipped(ps, memLifetime)
 	t.Met = len(over) == 0
 	return t
 }
@@ -393,52 +498,51 @@ func goroutineLimit(first int) float64 {
 	return float64(first)*goroutineFactor + goroutineSlack
 }
 
-func evalBaseline(in Input) Target {
+func evalBaseline(ps []procStat) Target {
 	t := Target{Goal: fmt.Sprintf("goroutines (≤ first×%g + %d) and descriptors (≤ first + %d) back to baseline at quiet points",
 		goroutineFactor, goroutineSlack, fdSlack)}
-	ps := procStats(in)
 	var fdWorst, grWorst *procStat
 	var fdEx, grEx float64
 	var over []string
 	n := 0
 	for i := range ps {
 		p := &ps[i]
-		if !p.Measured {
+		if !p.Base.Measured {
 			continue
 		}
 		n++
-		if p.First.FDs >= 0 && p.Last.FDs >= 0 {
-			ex := float64(p.Last.FDs - p.First.FDs - fdSlack)
+		if p.Base.First.FDs >= 0 && p.Base.Last.FDs >= 0 {
+			ex := float64(p.Base.Last.FDs - p.Base.First.FDs - fdSlack)
 			if fdWorst == nil || ex > fdEx {
 				fdWorst, fdEx = p, ex
 			}
 			if ex > 0 {
-				over = append(over, fmt.Sprintf("%s descriptors %d → %d", p.Name, p.First.FDs, p.Last.FDs))
+				over = append(over, fmt.Sprintf("%s descriptors %d → %d", p.Name, p.Base.First.FDs, p.Base.Last.FDs))
 			}
 		}
-		if p.First.Goroutines >= 0 && p.Last.Goroutines >= 0 {
-			ex := float64(p.Last.Goroutines) - goroutineLimit(p.First.Goroutines)
+		if p.Base.First.Goroutines >= 0 && p.Base.Last.Goroutines >= 0 {
+			ex := float64(p.Base.Last.Goroutines) - goroutineLimit(p.Base.First.Goroutines)
 			if grWorst == nil || ex > grEx {
 				grWorst, grEx = p, ex
 			}
 			if ex > 0 {
-				over = append(over, fmt.Sprintf("%s goroutines %d → %d", p.Name, p.First.Goroutines, p.Last.Goroutines))
+				over = append(over, fmt.Sprintf("%s goroutines %d → %d", p.Name, p.Base.First.Goroutines, p.Base.Last.Goroutines))
 			}
 		}
 	}
 	if n == 0 {
-		t.Measured = "no process measured" + skipped(ps)
+		t.Measured = "no process measured" + skipped(ps, baseLifetime)
 		return t
 	}
 	var parts []string
 	if fdWorst != nil {
-		parts = append(parts, fmt.Sprintf("descriptors worst: %s %d → %d", fdWorst.Name, fdWorst.First.FDs, fdWorst.Last.FDs))
+		parts = append(parts, fmt.Sprintf("descriptors worst: %s %d → %d", fdWorst.Name, fdWorst.Base.First.FDs, fdWorst.Base.Last.FDs))
 	} else {
 		parts = append(parts, "descriptors unknown")
 	}
 	if grWorst != nil {
 		parts = append(parts, fmt.Sprintf("goroutines worst: %s %d → %d (limit %.0f)",
-			grWorst.Name, grWorst.First.Goroutines, grWorst.Last.Goroutines, math.Floor(goroutineLimit(grWorst.First.Goroutines))))
+			grWorst.Name, grWorst.Base.First.Goroutines, grWorst.Base.Last.Goroutines, math.Floor(goroutineLimit(grWorst.Base.First.Goroutines))))
 	} else {
 		parts = append(parts, "goroutines not exposed")
 	}
@@ -446,7 +550,7 @@ func evalBaseline(in Input) Target {
 	if len(over) > 0 {
 		parts = append(parts, "over: "+strings.Join(over, ", "))
 	}
-	t.Measured = strings.Join(parts, "; ") + skipped(ps)
+	t.Measured = strings.Join(parts, "; ") + skipped(ps, baseLifetime)
 	t.Met = len(over) == 0 && fdWorst != nil
 	return t
 }
@@ -485,7 +589,7 @@ func sortedKeys[K interface{ ~string | ~int }, V any](m map[K]V) []K {
 	return ks
 }
 
-func mib(b int64) float64 { return float64(b) / (1 << 20) }
+func mib[T int64 | float64](b T) float64 { return float64(b) / (1 << 20) }
 
 // fmtDur rounds to what a reader can use: milliseconds under a minute,
 // tenths of a second above.
@@ -505,28 +609,10 @@ func samplesByProc(in Input) map[string][]record.Sample {
 	return by
 }
 
-// medianRSS is the median RSS of ss.
-func medianRSS(ss []record.Sample) int64 {
-	return medianOf(ss, func(s record.Sample) int64 { return s.RSS })
-}
-
-// medianOf is the median of f over ss.
-func medianOf(ss []record.Sample, f func(record.Sample) int64) int64 {
-	v := make([]int64, 0, len(ss))
-	for _, s := range ss {
-		v = append(v, f(s))
-	}
-	slices.Sort(v)
-	if len(v) == 0 {
-		return 0
-	}
-	return v[len(v)/2]
-}
-
 // anonNote is " (anonymous +x%)" for a process whose RssAnon is known.
 func anonNote(p procStat) string {
-	if math.IsNaN(p.AnonGrowth) {
+	if math.IsNaN(p.Mem.AnonGrowth) {
 		return ""
 	}
-	return fmt.Sprintf(" (anonymous %+.1f%%)", p.AnonGrowth*100)
+	return fmt.Sprintf(" (anonymous %+.1f%%)", p.Mem.AnonGrowth*100)
 }
