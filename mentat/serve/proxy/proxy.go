@@ -240,9 +240,9 @@ type exchange struct {
 	tail sseTail
 }
 
-// release gives the request's pooled buffers back, once: forward does as
+// release gives the request's pooled buffers back, once: answer does as
 // soon as the answer's head is in, so a stream open for minutes holds
-// neither; serve's deferred call covers every other path.
+// neither; ServeHTTP's deferred call covers every other path.
 func (x *exchange) release() {
 	if x.body != nil {
 		x.body.Release()
@@ -252,17 +252,52 @@ func (x *exchange) release() {
 	x.blocks = nil
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. A request is answered in two calls:
+// open does everything up to the engine's answer head, answer relays it.
+// They are separate frames for the memory of open streams: a stream parks
+// this goroutine inside the relay for as long as it lasts, and the
+// collector keeps a parked goroutine's stack at the power of two above
+// four times what its live frames use. With the work before the answer
+// head (and its locals) in a call that has returned, the frames of a
+// relaying handler, net/http's and the router's middleware included, stay
+// under 4 KiB, and its stack at 8 KiB instead of 16 (TestIdleStreamMemory
+// and bench/streams).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{start: time.Now(), timeout: p.cfg.Timeout}
 	// finish runs on every path, including the ErrAbortHandler panic.
 	defer p.finish(r, x)
-	if err := p.serve(w, r, x); err != nil {
+	// The request body's buffer and routing keys go back to their pools
+	// as soon as the answer's head is in (answer calls release): a
+	// stream may stay open for minutes and needs neither. The buffer goes
+	// back only when both this handler and the transport (which may close
+	// the request body after RoundTrip returns) are done with it.
+	defer x.release()
+	// Stopped before the handler returns: no comment after it.
+	defer x.ka.stop()
+	var a upstreamAnswer
+	err := p.open(w, r, x, &a)
+	if err == nil {
+		err = p.answer(w, r, x, &a)
+	}
+	if err != nil {
 		p.fail(w, r, x, err)
 	}
 }
 
-func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error {
+// upstreamAnswer is an engine's answer head and what relaying it needs:
+// the exchange's context (cancel it when done), when the request went
+// upstream and its SERVING_TIMEOUT_S deadline.
+type upstreamAnswer struct {
+	resp     *http.Response
+	ctx      context.Context
+	cancel   context.CancelFunc
+	sent     time.Time
+	deadline time.Time
+}
+
+// open reads the request, routes it, applies its key and flow control,
+// sends it and puts the engine's answer head in a.
+func (p *Proxy) open(w http.ResponseWriter, r *http.Request, x *exchange, a *upstreamAnswer) error {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		return &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
@@ -278,13 +313,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 	if err != nil {
 		return err
 	}
-	// The buffer goes back to its pool when both this handler and the
-	// transport (which may close the request body after RoundTrip
-	// returns) are done with it. With the prompt's routing keys, it goes
-	// back as soon as the answer's head is in (forward calls release):
-	// a stream may stay open for minutes and needs neither.
 	x.body = body
-	defer x.release()
 	f, err := extract(r.Header.Get("Content-Type"), body.Bytes())
 	if err != nil {
 		return &Error{Status: http.StatusBadRequest, Code: "invalid_body", Param: "model", Message: err.Error()}
@@ -301,8 +330,6 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 	}
 	if f.Stream && p.cfg.KeepAlive > 0 {
 		x.ka = newKeepAlive(w, p.cfg.KeepAlive)
-		// Stopped before the handler returns: no comment after it.
-		defer x.ka.stop()
 	}
 	if err := p.routeOrWait(r.Context(), x, f.Model, key); err != nil {
 		return err
@@ -323,7 +350,21 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, x *exchange) error
 	d, first := p.bal.ChooseAndStart(x.replicas, req)
 	x.ticket = first
 	x.adm.Sent()
-	return p.forward(w, r, x, body, f.Stream, d, req)
+	// The clock starts when the request goes upstream: a slow upload is
+	// not generation time.
+	a.sent = time.Now()
+	a.deadline = a.sent.Add(p.cfg.Timeout)
+	a.ctx, a.cancel = context.WithDeadline(r.Context(), a.deadline)
+	x.mm = p.m.model(x.model)
+	x.mm.gauge().Inc()
+	a.resp, err = p.send(a.ctx, r, x, body, f.Stream, d, req)
+	if err != nil {
+		err = classifyUpstream(err, r.Context(), a.ctx, x)
+		a.cancel()
+		*a = upstreamAnswer{}
+		return err
+	}
+	return nil
 }
 
 // route looks the model up in the current snapshot and sets x's model
@@ -344,30 +385,68 @@ func (p *Proxy) route(x *exchange, model string, k *keys.Key) error {
 	return nil
 }
 
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, body *httpx.Body, stream bool, d balance.Decision, req balance.Request) error {
-	// The clock starts when the request goes upstream: a slow upload is
-	// not generation time.
-	sent := time.Now()
-	deadline := sent.Add(p.cfg.Timeout)
-	ctx, cancel := context.WithDeadline(r.Context(), deadline)
-	defer cancel()
-
-	x.mm = p.m.model(x.model)
-	x.mm.gauge().Inc()
-	resp, err := p.send(ctx, r, x, body, stream, d, req)
-	if err != nil {
-		return classifyUpstream(err, r.Context(), ctx, x)
-	}
-	defer resp.Body.Close()
+// answer relays the engine's answer a to the client: head writes its
+// head, then its body goes through, frame by frame for an event stream.
+// Only what the relay needs lives in this frame (see serve).
+func (p *Proxy) answer(w http.ResponseWriter, r *http.Request, x *exchange, a *upstreamAnswer) error {
+	var t relayTo
+	defer t.end(a)
 	x.release() // body and req are not used past here
-	events := httpx.IsEventStream(resp.Header.Get("Content-Type"))
+	if err := p.head(w, r, x, a, &t); err != nil {
+		return err
+	}
+	readErr, writeErr := x.relay(&t, a)
+	switch {
+	case writeErr != nil:
+		return p.afterHeaders(r, a.ctx, errClientGone)
+	case readErr != nil:
+		return p.afterHeaders(r, a.ctx, classifyUpstream(readErr, r.Context(), a.ctx, x))
+	}
+	return nil
+}
+
+// relayTo is where answer copies an engine's body: dst, flushed after
+// each write when flush is set; m meters it (keys or flow control on),
+// and rc holds the write deadline head set.
+type relayTo struct {
+	dst    io.Writer
+	flush  func() error
+	m      *meter
+	rc     *http.ResponseController
+	events bool
+}
+
+// end undoes what head and open began, however the answer ended: the
+// write deadline lifted (so that a later request on this keep-alive
+// connection starts clean), the meter's charge, the engine's body closed
+// and the exchange's context cancelled. One deferred call, not four,
+// keeps answer's frame small (see ServeHTTP).
+func (t *relayTo) end(a *upstreamAnswer) {
+	if t.rc != nil {
+		_ = t.rc.SetWriteDeadline(time.Time{})
+	}
+	if t.m != nil {
+		t.m.finish(a.resp.StatusCode)
+	}
+	a.resp.Body.Close()
+	a.cancel()
+}
+
+// head writes the client's answer head for the engine's answer a: the
+// engine's fields (no hop-by-hop ones, no rate-limit ones with a key), the
+// stream marks, the write deadline, the status line (flushed at once for
+// a stream or an answer of unknown length). t is returned also with an
+// error, for what answer must undo.
+func (p *Proxy) head(w http.ResponseWriter, r *http.Request, x *exchange, a *upstreamAnswer, t *relayTo) error {
+	resp := a.resp
+	t.events = httpx.IsEventStream(resp.Header.Get("Content-Type"))
 	// With SSE_KEEPALIVE_S, comments may already have committed a 200
 	// event-stream head: an answer that is not one is then told as an
 	// error event; one that is keeps the comments going until its first
 	// byte, under a hold while its head is written.
 	headOut, holding := false, false
 	if x.ka != nil {
-		if resp.StatusCode != http.StatusOK || !events {
+		if resp.StatusCode != http.StatusOK || !t.events {
 			if x.ka.stop() {
 				return upstreamAfterCommit(resp)
 			}
@@ -388,15 +467,13 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 		keys.DropHeaders(resp.Header)
 	}
 	httpx.CopyResponseHeader(h, resp.Header)
-	var m *meter
-	var dst io.Writer = w
+	t.dst = w
 	if x.grant != nil || x.adm != nil {
-		m = newMeter(w, x, httpx.IsEventStream(resp.Header.Get("Content-Type")), x.promptBytes)
-		defer func() { m.finish(resp.StatusCode) }()
-		dst = m
+		t.m = newMeter(w, x, t.events, x.promptBytes)
+		t.dst = t.m
 	}
 	flush := resp.ContentLength < 0
-	if events {
+	if t.events {
 		x.flight.stream.Store(true)
 		markStream(h)
 		flush = true
@@ -406,45 +483,35 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange, bod
 	// server WriteTimeout would otherwise cut a long generation, and with
 	// none a client that stopped reading would block the copy for ever (a
 	// context cannot unblock a write); an answer that is not a stream gets
-	// WriteTimeout, never more than SERVING_TIMEOUT_S. Unset on exit so a
-	// later request on this keep-alive connection starts clean.
-	wd = deadline.Add(time.Second)
+	// WriteTimeout, never more than SERVING_TIMEOUT_S.
+	wd = a.deadline.Add(time.Second)
 	if !flush {
-		if t := time.Now().Add(p.cfg.Edge.WriteTimeout); t.Before(deadline) {
-			wd = t
+		if d := time.Now().Add(p.cfg.Edge.WriteTimeout); d.Before(a.deadline) {
+			wd = d
 		}
 	}
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(wd)
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	t.rc = http.NewResponseController(w)
+	_ = t.rc.SetWriteDeadline(wd)
 	if !headOut {
 		w.WriteHeader(resp.StatusCode)
 	}
 	x.code, x.headersOut = resp.StatusCode, true
 
-	var flushFn func() error
 	if flush {
-		flushFn = rc.Flush
+		t.flush = t.rc.Flush
 		// The status line goes out now, not with the first frame.
-		if err := rc.Flush(); err != nil {
-			return p.afterHeaders(r, ctx, errClientGone)
+		if err := t.rc.Flush(); err != nil {
+			return p.afterHeaders(r, a.ctx, errClientGone)
 		}
 	}
 	if holding {
 		holding = false
 		x.ka.releaseStream(wd)
-		dst = x.ka.writer(dst)
+		t.dst = x.ka.writer(t.dst)
 	}
-	if events && p.cfg.Stop != nil {
-		x.tail.on, x.tail.w = true, dst
-		dst = &x.tail
-	}
-	readErr, writeErr := x.relay(dst, flushFn, resp.Body, sent, events)
-	switch {
-	case writeErr != nil:
-		return p.afterHeaders(r, ctx, errClientGone)
-	case readErr != nil:
-		return p.afterHeaders(r, ctx, classifyUpstream(readErr, r.Context(), ctx, x))
+	if t.events && p.cfg.Stop != nil {
+		x.tail.on, x.tail.w = true, t.dst
+		t.dst = &x.tail
 	}
 	return nil
 }
@@ -488,21 +555,22 @@ func notSent(err error) bool {
 	return (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns)
 }
 
-// relay copies the engine's answer to dst (httpx.Relay, or for an event
+// relay copies the engine's answer a to t (httpx.Relay, or for an event
 // stream httpx.RelayEvents and its small buffer), recording the first byte
-// (in-flight row and time-to-first-byte since sent) and the bytes written.
-func (x *exchange) relay(dst io.Writer, flush func() error, src io.Reader, sent time.Time, events bool) (readErr, writeErr error) {
-	fl, mm := x.flight, x.mm
+// (in-flight row and time-to-first-byte since a was sent) and the bytes
+// written.
+func (x *exchange) relay(t *relayTo, a *upstreamAnswer) (readErr, writeErr error) {
+	fl, mm, sent := x.flight, x.mm, a.sent
 	first := func() {
 		now := time.Now()
 		fl.firstByte.Store(max(int64(now.Sub(fl.start)), 1))
 		mm.firstByte().Observe(now.Sub(sent).Seconds())
 	}
 	wrote := func(n int) { fl.outBytes.Add(int64(n)) }
-	if events {
-		return httpx.RelayEvents(dst, flush, src, first, wrote)
+	if t.events {
+		return httpx.RelayEvents(t.dst, t.flush, a.resp.Body, first, wrote)
 	}
-	return httpx.Relay(dst, flush, src, first, wrote)
+	return httpx.Relay(t.dst, t.flush, a.resp.Body, first, wrote)
 }
 
 // afterHeaders maps an error once the response has begun: a client write
@@ -613,7 +681,7 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, x *exchange, err er
 		w.Header().Set("Connection", "close")
 	}
 	// The wait for the engine may have outlasted the request's first
-	// write deadline, and forward lifted its own.
+	// write deadline, and answer lifted its own.
 	p.cfg.Edge.WriteDeadline(w)
 	WriteError(w, e)
 }
