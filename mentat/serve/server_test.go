@@ -233,10 +233,12 @@ func TestProbeUnprobedAndStale(t *testing.T) {
 	cfg.ProbeTimeout = 1500 * time.Millisecond
 	cfg.ProbeFresh = 400 * time.Millisecond
 	r := startServer(t, cfg)
-	// The first probe hangs: the group is known, not probed yet.
+	// The first probe hangs: the group is known, not probed yet (also
+	// before the probe reaches the engine, so wait for that too).
 	r.waitGroup(t, "g", "not probed yet", func(g GroupStatus) bool { return whyNot(g) == "not probed yet" })
-	if e.hits.Load() == 0 {
-		t.Fatal("no probe in flight")
+	eventually(t, "a probe in flight", func() bool { return e.hits.Load() > 0 })
+	if g := r.status(t).Groups["g"]; whyNot(g) != "not probed yet" {
+		t.Fatalf("with its first probe hanging the group is %q", whyNot(g))
 	}
 	e.mode.Store(engineOK)
 	close(e.release)
