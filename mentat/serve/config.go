@@ -98,8 +98,9 @@ type Config struct {
 	Edge httpx.Limits
 	// Routing is the replica balancer's configuration: ROUTING_POLICY
 	// (default prefix), ROUTING_THRESHOLD (default 8 requests),
-	// ROUTING_SESSION_HEADER (default X-Session-ID) and ROUTING_SCRAPE_S
-	// (default 1 s; the scrape timeout is PROBE_TIMEOUT_S).
+	// ROUTING_SESSION_HEADER (default X-Session-ID), ROUTING_SCRAPE_S
+	// (default 1 s; the scrape timeout is PROBE_TIMEOUT_S) and
+	// ROUTING_INDEX_BLOCKS (0: balance.DefaultIndexBlocks).
 	Routing balance.Config
 	// Secret is the announcement HMAC key (MENTAT_SECRET_FILE's contents,
 	// else MENTAT_SECRET), trimmed; nil accepts unsigned announcements.
@@ -197,6 +198,12 @@ func LoadConfig(env envconf.Env) (Config, error) {
 		c.Routing.Threshold = float64(n)
 	} else if env.Warn != nil {
 		env.Warn("ROUTING_THRESHOLD", "0", "must be a positive number of requests; using the default")
+	}
+	switch n := env.Int("ROUTING_INDEX_BLOCKS", 0); {
+	case n > 0:
+		c.Routing.IndexBlocks = n
+	case n < 0 && env.Warn != nil:
+		env.Warn("ROUTING_INDEX_BLOCKS", strconv.Itoa(n), "must be a positive number of blocks; using the default")
 	}
 	c.Routing.MaxInflight = env.Int("FLOW_MAX_INFLIGHT", 0)
 	c.Routing.SaturatedKV = env.Fraction("FLOW_KV_THRESHOLD", balance.KVFull)

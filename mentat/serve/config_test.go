@@ -167,12 +167,15 @@ func TestLoadConfigRouting(t *testing.T) {
 		c.Routing.SessionHeader != "X-Conversation" || c.Routing.ScrapeInterval != 500*time.Millisecond {
 		t.Errorf("set: %+v", c.Routing)
 	}
-	env = envconf.Map(map[string]string{"ROUTING_POLICY": "random", "ROUTING_THRESHOLD": "0"})
+	if c, _ = LoadConfig(envconf.Map(map[string]string{"ROUTING_INDEX_BLOCKS": "512"})); c.Routing.IndexBlocks != 512 {
+		t.Errorf("ROUTING_INDEX_BLOCKS=512: %+v", c.Routing)
+	}
+	env = envconf.Map(map[string]string{"ROUTING_POLICY": "random", "ROUTING_THRESHOLD": "0", "ROUTING_INDEX_BLOCKS": "-1"})
 	env.Warn = func(name, value, reason string) { warned = append(warned, name) }
-	if c, _ = LoadConfig(env); c.Routing.Policy != balance.Prefix || c.Routing.Threshold != 0 {
+	if c, _ = LoadConfig(env); c.Routing.Policy != balance.Prefix || c.Routing.Threshold != 0 || c.Routing.IndexBlocks != 0 {
 		t.Errorf("invalid values should take the defaults: %+v", c.Routing)
 	}
-	if strings.Join(warned, ",") != "ROUTING_POLICY,ROUTING_THRESHOLD" {
+	if strings.Join(warned, ",") != "ROUTING_POLICY,ROUTING_THRESHOLD,ROUTING_INDEX_BLOCKS" {
 		t.Errorf("warnings for %v", warned)
 	}
 }
