@@ -38,6 +38,12 @@ const (
 	EngineMaxModelLen = 2048
 	// EngineKVTokens is the engines' KV cache, 1024 blocks of 16.
 	EngineKVTokens = 16384
+	// RouterIndexBlocks is the routers' ROUTING_INDEX_BLOCKS: like the
+	// engines' caches, a prefix index the load fills within the warm-up,
+	// so that its eviction runs all through the soak and the index
+	// filling is not read as memory growth (the default, 32768 blocks a
+	// model, would still be filling at the end of a run).
+	RouterIndexBlocks = 256
 )
 
 type engine struct {
@@ -188,7 +194,7 @@ func startMentat(ctx context.Context, t topo, node *testnet.Host) (m *mentat, er
 				"MENTAT_ANNOUNCE_PORT=" + strconv.Itoa(announce), "POLL_INTERVAL_S=1",
 				"PROBE_INTERVAL_S=" + strconv.Itoa(int(ProbeInterval/time.Second)), "PROBE_TIMEOUT_S=" + strconv.Itoa(int(ProbeTimeout/time.Second)),
 				"MENTAT_SESSION_KEY_FILE=" + keyFile, "SERVE_DRAIN_S=6", "SERVE_SHUTDOWN_S=30", "SSE_KEEPALIVE_S=5",
-				"SERVE_BODY_TIMEOUT_S=" + strconv.Itoa(int(BodyTimeout/time.Second))}, env...)}}
+				"SERVE_BODY_TIMEOUT_S=" + strconv.Itoa(int(BodyTimeout/time.Second)), "ROUTING_INDEX_BLOCKS=" + strconv.Itoa(RouterIndexBlocks)}, env...)}}
 		if err := r.start(); err != nil {
 			return m, err
 		}

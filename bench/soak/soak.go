@@ -375,12 +375,12 @@ func (r *run) healthTargets() []health.Target {
 
 func (r *run) topologyText() string {
 	return strings.TrimSpace(fmt.Sprintf(`
-**mentat**: one mentatd daemon; five mentatd agents, each running an enginesim (%s on groups a1, a2, a3; %s on b1, b2; a1 and b1 with a management MCP server; --max-num-seqs 32, --max-model-len %d, --kv-cache-tokens %d, a cache the load fills within the warm-up so that eviction runs all through the soak); %s two mentatd-serve routers sharing MENTAT_SESSION_KEY_FILE (PROBE_INTERVAL_S=%d, SERVE_DRAIN_S=6, SERVE_BODY_TIMEOUT_S=%d); Nginx round-robin in front of them with the repository's conf/nginx/mentat-routers.conf. The soak restarts an agent a second after it exits, as a process manager would. Every Go process runs with GOGC=100, which turns off the heap floor (internal/gcfloor) so that resident memory follows the live heap.
+**mentat**: one mentatd daemon; five mentatd agents, each running an enginesim (%s on groups a1, a2, a3; %s on b1, b2; a1 and b1 with a management MCP server; --max-num-seqs 32, --max-model-len %d, --kv-cache-tokens %d, a cache the load fills within the warm-up so that eviction runs all through the soak); %s two mentatd-serve routers sharing MENTAT_SESSION_KEY_FILE (PROBE_INTERVAL_S=%d, SERVE_DRAIN_S=6, SERVE_BODY_TIMEOUT_S=%d, ROUTING_INDEX_BLOCKS=%d, a prefix index the load also fills within the warm-up); Nginx round-robin in front of them with the repository's conf/nginx/mentat-routers.conf. The soak restarts an agent a second after it exits, as a process manager would. Every Go process runs with GOGC=100, which turns off the heap floor (internal/gcfloor) so that resident memory follows the live heap.
 
 **mortred**: mortred-supervisor with its gateway (request limit %d MiB, drain 1 s) and three model servers, one worker each: %s (the PP-OCR pipeline), %s (nsfwjs on a photograph) and %s (batches). Model-server logs and every process's log are on a %s tmpfs that the disk-full fault fills.
 
 **Load** (bounded, the whole run): three OpenAI clients through Nginx (chat and completions, streamed and not, with and without a long shared system prompt, embeddings), one MCP client holding a session through Nginx (calls to each group's tools and the router's own), two mortred clients (sync inference of every model, batches, async jobs polled at once and 30–120 s late), and one client of bad traffic (malformed and oversized bodies, unknown models, bad tokens, stalled bodies, slow bodies, mid-stream hang-ups).`,
-		ModelA, ModelB, EngineMaxModelLen, EngineKVTokens, r.nodeText(), int(ProbeInterval/time.Second), int(BodyTimeout/time.Second), GatewayBodyLimitMB, ModelOCR, ModelNSFW, ModelTest, tmpfsSize))
+		ModelA, ModelB, EngineMaxModelLen, EngineKVTokens, r.nodeText(), int(ProbeInterval/time.Second), int(BodyTimeout/time.Second), RouterIndexBlocks, GatewayBodyLimitMB, ModelOCR, ModelNSFW, ModelTest, tmpfsSize))
 }
 
 func (r *run) nodeText() string {
