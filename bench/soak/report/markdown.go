@@ -92,7 +92,8 @@ func markdown(b *bytes.Buffer, in Input, chartDir string, charts []chartResult) 
 	p("Commit `%s`, seed %d, duration %s, started %s, warm-up %s.\n\n", commit, in.Seed, fmtDur(in.Duration), start, fmtDur(in.Warmup))
 
 	p("## Targets\n\n| Goal | Measured | Met |\n|---|---|---|\n")
-	for _, t := range Evaluate(in) {
+	ps := procStats(in)
+	for _, t := range evaluate(in, ps) {
 		mark := "❌"
 		if t.Met {
 			mark = "✅"
@@ -128,7 +129,7 @@ func markdown(b *bytes.Buffer, in Input, chartDir string, charts []chartResult) 
 		p("![%s](%s/%s)\n", c.Title, url.PathEscape(chartDir), c.File)
 	}
 	writeFailures(b, in)
-	writeHealth(b, in)
+	writeHealth(b, ps)
 
 	p("\n## Orphans\n\n")
 	if len(in.Orphans) == 0 {
@@ -320,10 +321,9 @@ func writeFailures(b *bytes.Buffer, in Input) {
 	list("Unattributed failures", record.Unattributed)
 }
 
-func writeHealth(b *bytes.Buffer, in Input) {
+func writeHealth(b *bytes.Buffer, ps []procStat) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("\n## Process health\n\n")
-	ps := procStats(in)
 	if len(ps) == 0 {
 		p("No samples recorded.\n")
 		return
@@ -340,7 +340,7 @@ func writeHealth(b *bytes.Buffer, in Input) {
 		}
 		return fmt.Sprintf("%+.1f%%", v*100)
 	}
-	trend := func(v, growth float64) string {
+	mibCell := func(v, growth float64) string {
 		if math.IsNaN(growth) {
 			return "—"
 		}
@@ -360,7 +360,7 @@ func writeHealth(b *bytes.Buffer, in Input) {
 			continue
 		}
 		p("| %s | %d | %d | %d | %s | %s | %s | %s | %s |\n", cell(s.Name), s.Samples, s.Restarts, m.PID, fmtDur(m.Span),
-			trend(m.First, m.Growth), trend(m.Last, m.Growth), pct(m.Growth), pct(m.AnonGrowth))
+			mibCell(m.First, m.Growth), mibCell(m.Last, m.Growth), pct(m.Growth), pct(m.AnonGrowth))
 	}
 
 	p("\n### Goroutines and descriptors\n\n")

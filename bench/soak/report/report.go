@@ -84,8 +84,12 @@ type Target struct {
 // must not claim it.
 func Evaluate(in Input) []Target {
 	in = normalize(in)
-	// Once for both targets that read it: the RSS trends are O(n²).
-	ps := procStats(in)
+	return evaluate(in, procStats(in))
+}
+
+// evaluate is Evaluate over a normalized in and its procStats, which the
+// caller computes once for every reader (the RSS trends are O(n²)).
+func evaluate(in Input, ps []procStat) []Target {
 	return []Target{
 		evalDefects(in),
 		evalUnattributed(in),

@@ -361,7 +361,6 @@ func (p *Proxy) open(w http.ResponseWriter, r *http.Request, x *exchange, a *ups
 	if err != nil {
 		err = classifyUpstream(err, r.Context(), a.ctx, x)
 		a.cancel()
-		*a = upstreamAnswer{}
 		return err
 	}
 	return nil
