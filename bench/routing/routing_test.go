@@ -37,3 +37,18 @@ func TestDecisionsDiffAndSpread(t *testing.T) {
 		t.Errorf("decisionsText = %q", got)
 	}
 }
+
+// The shared workload's ladder climbs in steps at most 15% apart from 6
+// requests/s per replica up, so that a verdict at a knee compares like
+// with like.
+func TestSharedLadderSteps(t *testing.T) {
+	rates := ratesPerReplica[Shared]
+	for i := 1; i < len(rates); i++ {
+		if rates[i] <= rates[i-1] {
+			t.Fatalf("step %d (%g) does not climb from %g", i, rates[i], rates[i-1])
+		}
+		if rates[i-1] >= 6 && rates[i] > 1.15*rates[i-1] {
+			t.Errorf("%g → %g is %.1f%% up, more than 15%%", rates[i-1], rates[i], 100*(rates[i]/rates[i-1]-1))
+		}
+	}
+}

@@ -140,6 +140,11 @@ type cand struct {
 	load  float64
 	tie   uint64
 	depth int
+	// home is the replica's rendezvous score for the prompt's anchor
+	// (prefix policy).
+	home uint64
+	// kvFull is the part of load that a KV cache past KVFull adds.
+	kvFull float64
 }
 
 // before is the load order: rank, room, then load, then the tie-break
@@ -169,7 +174,7 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 	for _, rt := range reps {
 		st := b.replica(rt.Group)
 		c := cand{rt: rt, st: st}
-		c.rank, c.load = b.score(st, rt, now)
+		c.rank, c.load, c.kvFull = b.score(st, rt, now)
 		c.full = b.cfg.Flow && c.rank != rankRefused && b.free(st, rt, now) <= 0
 		cs = append(cs, c)
 	}
@@ -219,29 +224,10 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 				groups[i] = cs[i].rt.Group
 			}
 			ms.ix.match(req.Keys, groups, depth)
-			best := -1
 			for i := range cs {
 				cs[i].depth = depth[i]
-				// cs is in load order: the first of equal depth is the
-				// least loaded of them.
-				if depth[i] > 0 && (best < 0 || depth[i] > cs[best].depth) {
-					best = i
-				}
 			}
-			anchor := req.Keys[min(len(req.Keys), AnchorBlocks)-1]
-			home := -1
-			if best < 0 || !longMatch(cs[best].depth, len(req.Keys)) {
-				home = b.home(cs, anchor)
-			}
-			switch {
-			case home >= 0:
-				pick, reason = home, Home
-			case best >= 0:
-				if longMatch(cs[best].depth, len(req.Keys)) {
-					best = b.warmHome(cs, best, anchor)
-				}
-				pick, reason = b.affinity(cs, best, len(req.Keys))
-			}
+			pick, reason = b.prefix(cs, req.Keys)
 		}
 	case Session:
 		if req.Session != "" {
@@ -286,83 +272,101 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 	return d
 }
 
-// affinity decides between cs[best], the replica holding the longest
-// match of an n-block prompt, and cs[0], the least loaded. What the warm
-// replica saves is the blocks it holds beyond what the least-loaded one
-// does; when that is at least MinAffinityShare of the prompt, it may carry
-// up to Threshold more load. A shorter lead (a chat template or a short
-// system prompt that every request starts with, ahead of text of its own)
-// saves too little prefill to be worth a queue: it only breaks a tie in
-// load, so such prompts spread as under least-loaded.
+// prefix picks among cs (in load order, with each replica's match depth)
+// for a prompt by walking the replicas in the rendezvous order of the
+// prompt's anchor block, which is the same on every router:
 //
-// The reason is Affinity only when the match decided, or would have
-// decided, the choice: the least-loaded replica holding a short lead is
-// chosen for its load.
-func (b *Balancer) affinity(cs []cand, best, n int) (int, Reason) {
-	least := &cs[0]
-	long := func(blocks int) bool { return longMatch(blocks, n) }
-	switch {
-	case best == 0 && long(least.depth):
-		return 0, Affinity
-	case best == 0:
-		return 0, Load
-	case long(cs[best].depth-least.depth) && b.withinLoad(&cs[best], least, b.cfg.Threshold):
-		// Worth a wait in its engine's queue, full or not.
-		return best, Affinity
-	case long(cs[best].depth) && cs[best].depth == least.depth && b.within(&cs[best], least, HomeSlack):
-		return best, Affinity // as warm as the least loaded, and the prefix's home of the two
-	case b.within(&cs[best], least, 0):
-		return best, Affinity // a tie in load, won by the warm replica
-	case long(cs[best].depth - least.depth):
-		return 0, Fallback
+//  1. the first replica that holds a long match of the prompt
+//     (MinAffinityShare of it), or is the prompt's home (the first in
+//     the order) while another does and the match is AnchorBlocks or
+//     longer, within Threshold of the least-loaded replica's load. With flow
+//     control, a replica without room only when it holds a long lead
+//     over the least-loaded replica's match: worth a wait in its
+//     engine's queue, which an equally warm replica with room is not.
+//  2. else the first replica within HomeSlack of the least loaded (the
+//     least loaded itself at the latest): a new prompt's home, and the
+//     next replica of its order when the home is busy or the holders
+//     are past Threshold.
+//
+// A prefix therefore lives on its home while the home is within
+// Threshold of the least loaded, spills onto the same replica from every
+// router when it is not, and flows back when it is again, so a spilled
+// copy ages out of its cache instead of doubling the prefix's footprint.
+// The home counts as a holder of a recurring long prefix even when this
+// router never sent it there: routers share no index, and the other
+// routers' requests keep it warm there (this router pays one miss if
+// none did). The anchor is the prompt's AnchorBlocks-th block, or the
+// last block of the longest match when that is shorter. Routers
+// walk the same order over loads that differ only by their scrapes' age,
+// so they agree on a replica without telling each other anything.
+func (b *Balancer) prefix(cs []cand, keys []uint64) (int, Reason) {
+	n := len(keys)
+	deepest := 0
+	for i := range cs {
+		deepest = max(deepest, cs[i].depth)
 	}
-	return 0, Load
+	held := longMatch(deepest, n)
+	// The anchor lies in the part of the prompt a holder has, when one
+	// has a long match: requests sharing that part walk alike.
+	a := min(n, AnchorBlocks)
+	if held {
+		a = min(a, deepest)
+	}
+	anchor := keys[a-1]
+	// The home is presumed warm only for a prefix of AnchorBlocks or
+	// more, whose anchor every request and every router shares.
+	presume := held && deepest >= AnchorBlocks
+	var buf [8]int
+	order := buf[:0]
+	for i := range cs {
+		cs[i].home = hrw(anchor, cs[i].rt.Group)
+		order = append(order, i)
+	}
+	for i := 1; i < len(order); i++ {
+		for j := i; j > 0 && cs[order[j]].home > cs[order[j-1]].home; j-- {
+			order[j], order[j-1] = order[j-1], order[j]
+		}
+	}
+	least := &cs[0]
+	for k, i := range order {
+		c := &cs[i]
+		holds := longMatch(c.depth, n)
+		if !holds && (k > 0 || !presume) {
+			continue
+		}
+		// A full KV cache does not weigh on a replica that holds the
+		// prefix: the request needs few new blocks there.
+		h := *c
+		h.load -= c.kvFull
+		ok := b.within(&h, least, b.cfg.Threshold)
+		if holds && longMatch(c.depth-least.depth, n) {
+			ok = b.withinLoad(&h, least, b.cfg.Threshold)
+		}
+		switch {
+		case ok && holds:
+			return i, Affinity
+		case ok:
+			return i, Home
+		}
+	}
+	for k, i := range order {
+		if !b.within(&cs[i], least, HomeSlack) {
+			continue
+		}
+		switch {
+		case held:
+			return i, Fallback
+		case k == 0:
+			return i, Home
+		}
+		return i, Load
+	}
+	return 0, Load // unreachable: the least loaded is within any slack of itself
 }
 
 // longMatch reports whether blocks of an n-block prompt are enough for
 // affinity to carry load (MinAffinityShare).
 func longMatch(blocks, n int) bool { return float64(blocks) >= MinAffinityShare*float64(n) }
-
-// home is the replica a prompt that is new to this router goes to, or -1:
-// the first by a rendezvous hash of its anchor block that is no less
-// available than the least-loaded replica and carries at most HomeSlack
-// more. Routers share no index, but they hash alike, so each router's
-// first request of a prefix (and so every later one, which follows the
-// index) lands on the same replica as the other routers' did, and the
-// engines do not each cache it once per router. Past the slack the
-// prompt goes by load as before: a busy home is not worth a queue.
-func (b *Balancer) home(cs []cand, anchor uint64) int {
-	h, hv := -1, uint64(0)
-	for i := range cs {
-		if v := hrw(anchor, cs[i].rt.Group); h < 0 || v > hv {
-			h, hv = i, v
-		}
-	}
-	if !b.within(&cs[h], &cs[0], HomeSlack) {
-		return -1
-	}
-	return h
-}
-
-// warmHome picks among the replicas that hold as much of the prompt as
-// cs[best] (the least loaded of them): the first by the anchor's
-// rendezvous hash that is within HomeSlack of cs[best], else cs[best].
-// A prefix that spilled onto a second replica then flows back to one of
-// them, the same one on every router, while loads are close, so the
-// other copy can age out of its cache instead of being kept warm by
-// whichever router saw that replica as less loaded.
-func (b *Balancer) warmHome(cs []cand, best int, anchor uint64) int {
-	h, hv := best, uint64(0)
-	for i := range cs {
-		if cs[i].depth != cs[best].depth || !b.within(&cs[i], &cs[best], HomeSlack) {
-			continue
-		}
-		if v := hrw(anchor, cs[i].rt.Group); v > hv {
-			h, hv = i, v
-		}
-	}
-	return h
-}
 
 // within reports whether c may take a request it is preferred for: it is
 // no less available than the least-loaded replica, has room when that
@@ -396,14 +400,16 @@ func hrw(key uint64, group string) uint64 {
 // count now (exact) plus the engine's requests that were not the
 // router's at the last scrape (running + waiting − Own: other clients of
 // the engine), plus the waiting requests once more, since a queue means
-// the engine is full, plus Threshold when the KV cache is past KVFull.
+// the engine is full, plus Threshold when the KV cache is past KVFull
+// (returned apart as full: a prompt whose prefix the engine holds needs
+// few new blocks, so the prefix policy does not count it for holders).
 // The scrape is up to a few hundred milliseconds old; subtracting what
 // the router itself had in flight then keeps a stale count of the
 // router's own requests from weighing twice. Without fresh engine numbers
 // the load is the in-flight count alone and the rank is stale.
-func (b *Balancer) score(st *replicaState, rt *routes.Route, now time.Time) (int, float64) {
+func (b *Balancer) score(st *replicaState, rt *routes.Route, now time.Time) (rank int, load, full float64) {
 	own := float64(st.inflight.Load())
-	rank := rankReady
+	rank = rankReady
 	if r := st.refused.Load(); r != 0 {
 		if rt.Probed.UnixNano() > r {
 			st.refused.CompareAndSwap(r, 0) // a probe succeeded since
@@ -413,13 +419,13 @@ func (b *Balancer) score(st *replicaState, rt *routes.Route, now time.Time) (int
 	}
 	l := st.load.Load()
 	if l == nil || !l.OK || now.Sub(l.At) > b.cfg.staleAfter() {
-		return max(rank, rankStale), own
+		return max(rank, rankStale), own, 0
 	}
-	load := own + max(0, l.Running+l.Waiting-l.Own) + waitingNow(st, l)
+	load = own + max(0, l.Running+l.Waiting-l.Own) + waitingNow(st, l)
 	if l.HasKV && l.KV >= KVFull {
-		load += b.cfg.Threshold
+		full = b.cfg.Threshold
 	}
-	return rank, load
+	return rank, load + full, full
 }
 
 // waitingNow is the engine's queue as of the last scrape, less one for
@@ -629,7 +635,7 @@ type ReplicaInfo struct {
 // Info returns rt's routing state.
 func (b *Balancer) Info(rt *routes.Route) ReplicaInfo {
 	st := b.replica(rt.Group)
-	rank, load := b.score(st, rt, b.now())
+	rank, load, _ := b.score(st, rt, b.now())
 	return ReplicaInfo{State: [...]string{"ready", "stale", "refused"}[rank], Inflight: st.inflight.Load(), Load: load,
 		Decisions: b.m.counts(rt.Model, rt.Group)}
 }

@@ -1,9 +1,11 @@
 package balance
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,10 +142,12 @@ func TestSharedPrefixSticksThenSpills(t *testing.T) {
 	if d.Order[0].Group == warm || d.Reason != Fallback {
 		t.Fatalf("request past the threshold went to %s (%s), want the other replica as fallback", d.Order[0].Group, d.Reason)
 	}
-	// Both hold the prefix now: the less loaded of them takes it.
+	// Both hold the prefix now; the first holder is back within
+	// Threshold of the other (9 against 1), so it takes it: the spilled
+	// copy is not kept warm.
 	d, _ = f.send(Request{Keys: keys(system + "user: after")})
-	if d.Order[0].Group == warm || d.Reason != Affinity {
-		t.Fatalf("after the spill: %s (%s), want the now-warm, less loaded replica by affinity", d.Order[0].Group, d.Reason)
+	if d.Order[0].Group != warm || d.Reason != Affinity {
+		t.Fatalf("after the spill: %s (%s), want %s, the first holder, by affinity", d.Order[0].Group, d.Reason, warm)
 	}
 	hit := value(f.b.m.blocks.WithLabelValues("m", "hit"))
 	miss := value(f.b.m.blocks.WithLabelValues("m", "miss"))
@@ -153,8 +157,8 @@ func TestSharedPrefixSticksThenSpills(t *testing.T) {
 	if hit != 9*6 || miss != 2*7+9 {
 		t.Errorf("prefix blocks hit=%v miss=%v; want 54 and 23", hit, miss)
 	}
-	if got := value(f.b.m.decisions.WithLabelValues("m", warm, "affinity")); got != DefaultThreshold {
-		t.Errorf("affinity decisions for %s = %v, want %d", warm, got, DefaultThreshold)
+	if got := value(f.b.m.decisions.WithLabelValues("m", warm, "affinity")); got != DefaultThreshold+1 {
+		t.Errorf("affinity decisions for %s = %v, want %d", warm, got, DefaultThreshold+1)
 	}
 }
 
@@ -704,7 +708,7 @@ func TestFree(t *testing.T) {
 }
 
 // A prefix held by two replicas goes to its home of the two while the
-// home is within HomeSlack of the other, so the spilled copy can age out
+// home is within Threshold of the other, so the spilled copy can age out
 // and every router picks alike; past that, to the less loaded.
 func TestSpilledPrefixFlowsBackHome(t *testing.T) {
 	f := newFixture(t, Prefix, 2)
@@ -717,11 +721,11 @@ func TestSpilledPrefixFlowsBackHome(t *testing.T) {
 	}
 	f.b.Start(req, home, Home, 0).End()
 	f.b.Start(req, other, Fallback, 0).End()
-	for extra := 1; extra <= HomeSlack+1; extra++ {
+	for extra := 1; extra <= DefaultThreshold+1; extra++ {
 		f.b.Start(Request{Model: "m"}, home, Load, 0) // home now carries extra more
 		d := f.b.Choose(f.reps, req)
 		want := home
-		if extra > HomeSlack {
+		if extra > DefaultThreshold {
 			want = other
 		}
 		if d.Order[0] != want || d.Reason != Affinity {
@@ -857,5 +861,113 @@ func TestChooseAndStartTogether(t *testing.T) {
 			}
 			seen[g] = true
 		}
+	}
+}
+
+// Routers whose load figures differ spill a busy prefix onto the same
+// replica (the next of the prompt's rendezvous order within HomeSlack of
+// the least loaded), not each onto the one it sees least loaded, and
+// come back to the first holder together once it is within Threshold,
+// whether or not they saw the spill.
+func TestRoutersAgreeOnSpills(t *testing.T) {
+	a, b := newFixture(t, Prefix, 4), newFixture(t, Prefix, 4)
+	system := strings.Repeat("the handbook of one tenant, sent by every router. ", 60)
+	req := Request{Model: "m", Keys: keys(system + "user: a question")}
+	anchor := req.Keys[min(len(req.Keys), AnchorBlocks)-1]
+	order := slices.Clone(a.reps)
+	slices.SortFunc(order, func(x, y *routes.Route) int { return cmp.Compare(hrw(anchor, y.Group), hrw(anchor, x.Group)) })
+	home := order[0]
+	for _, f := range []*fixture{a, b} {
+		d := f.b.Choose(f.reps, req)
+		if d.Order[0].Group != home.Group || d.Reason != Home {
+			t.Fatalf("first request: %s (%s), want the rendezvous home %s", d.Order[0].Group, d.Reason, home.Group)
+		}
+		f.b.Start(req, d.Order[0], d.Reason, d.Matched).End()
+	}
+	// The home's engine runs Threshold+2 of other clients' requests; a
+	// carries one request of its own on the next replica in the order, b
+	// one on each of the two after it, so a sees those two least loaded
+	// and b the next one.
+	for _, f := range []*fixture{a, b} {
+		f.b.Observe(home.Group, EngineLoad{Running: DefaultThreshold + 2, At: f.now, OK: true})
+	}
+	on := func(f *fixture, rt *routes.Route) {
+		f.b.Start(Request{Model: "m"}, f.reps[slices.IndexFunc(f.reps, func(r *routes.Route) bool { return r.Group == rt.Group })], Load, 0)
+	}
+	on(a, order[1])
+	on(b, order[2])
+	on(b, order[3])
+	da, db := a.b.Choose(a.reps, req), b.b.Choose(b.reps, req)
+	if da.Order[0].Group != order[1].Group || db.Order[0].Group != order[1].Group || da.Reason != Fallback || db.Reason != Fallback {
+		t.Fatalf("home past Threshold: a chose %s (%s), b %s (%s); want both %s, the next in the prompt's order, as fallback",
+			da.Order[0].Group, da.Reason, db.Order[0].Group, db.Reason, order[1].Group)
+	}
+	// Only b sends it there; the home drains back within Threshold.
+	b.b.Start(req, db.Order[0], db.Reason, db.Matched).End()
+	for _, f := range []*fixture{a, b} {
+		f.b.Observe(home.Group, EngineLoad{Running: DefaultThreshold - 1, At: f.now, OK: true})
+		if d := f.b.Choose(f.reps, req); d.Order[0].Group != home.Group || d.Reason != Affinity {
+			t.Errorf("home within Threshold again: chose %s (%s), want %s by affinity", d.Order[0].Group, d.Reason, home.Group)
+		}
+	}
+}
+
+// A router that first sent a long prefix elsewhere (its home was busy)
+// sends it home once the home is within Threshold: the other routers
+// keep it warm there, so the routers converge on one copy. A prefix
+// shorter than AnchorBlocks is not presumed to be at home: its anchor
+// is not shared by every request of it.
+func TestRecurringPrefixGoesHome(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		system string
+		home   bool
+	}{
+		{"long prefix", strings.Repeat("the manual of a product, long enough to anchor. ", 60), true},
+		{"short prefix", strings.Repeat("short rules. ", 30), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Prefix, 4)
+			req := Request{Model: "m", Keys: keys(tc.system + "user: the first question, which is longer than a block of text so the prompt has one more block")}
+			home := f.b.Choose(f.reps, req).Order[0]
+			elsewhere := f.reps[0]
+			if elsewhere == home {
+				elsewhere = f.reps[1]
+			}
+			f.b.Start(req, elsewhere, Load, 0).End()
+			for range DefaultThreshold - 1 {
+				f.b.Start(Request{Model: "m"}, home, Load, 0) // busy, but within Threshold
+			}
+			next := Request{Model: "m", Keys: keys(tc.system + "user: the second question, also longer than a block of text so the prompt has one more block")}
+			d := f.b.Choose(f.reps, next)
+			switch {
+			case tc.home && (d.Order[0] != home || d.Reason != Home):
+				t.Errorf("chose %s (%s), want the home %s", d.Order[0].Group, d.Reason, home.Group)
+			case !tc.home && (d.Order[0] != elsewhere || d.Reason != Affinity):
+				t.Errorf("chose %s (%s), want %s, the holder, by affinity", d.Order[0].Group, d.Reason, elsewhere.Group)
+			}
+		})
+	}
+}
+
+// A KV cache past KVFull weighs on a replica for prompts it does not
+// hold (they need their whole prefix's blocks there), not for one whose
+// prefix it holds: those need a few blocks, so the prefix stays rather
+// than spilling a copy that would fill another replica's cache.
+func TestFullKVKeepsHeldPrefix(t *testing.T) {
+	f := newFixture(t, Prefix, 2)
+	system := strings.Repeat("a prefix this replica holds, long enough to anchor. ", 60)
+	req := Request{Model: "m", Keys: keys(system + "user: first")}
+	d, _ := f.send(req) // stays in flight: load 1
+	warm := d.Order[0]
+	f.b.Observe(warm.Group, EngineLoad{Running: 1, Own: 1, HasKV: true, KV: 0.97, At: f.now, OK: true})
+	if got := f.b.Info(warm).Load; got != 1+DefaultThreshold {
+		t.Fatalf("load with a full KV cache %v, want %d", got, 1+DefaultThreshold)
+	}
+	if d := f.b.Choose(f.reps, Request{Model: "m", Keys: keys(system + "user: second")}); d.Order[0] != warm || d.Reason != Affinity {
+		t.Errorf("held prefix on a replica with a full KV cache: chose %s (%s), want %s by affinity", d.Order[0].Group, d.Reason, warm.Group)
+	}
+	if d := f.b.Choose(f.reps, Request{Model: "m", Keys: keys(strings.Repeat("a prompt nobody sent. ", 120))}); d.Order[0] == warm {
+		t.Errorf("new prompt went to %s, whose KV cache is full", warm.Group)
 	}
 }

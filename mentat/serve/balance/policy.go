@@ -20,12 +20,12 @@ type Policy string
 
 // The policies.
 const (
-	// Prefix prefers the replica that saw the longest leading part of the
-	// prompt, as long as its load stays within Threshold of the least
-	// loaded replica and the match is at least MinAffinityShare of the
-	// prompt. A prompt with no such match goes to its home replica
-	// (a rendezvous hash, the same on every router) while that is within
-	// HomeSlack of the least loaded; past both, it picks by load.
+	// Prefix walks the replicas in the rendezvous order of the prompt's
+	// anchor block (the same on every router) and takes the first that
+	// holds a long match of the prompt (MinAffinityShare of it), or is
+	// its home while another does, within Threshold of the least loaded;
+	// else the first within HomeSlack of the least loaded
+	// (Balancer.prefix).
 	Prefix Policy = "prefix"
 	// LeastLoaded picks the replica with the lowest load.
 	LeastLoaded Policy = "least-loaded"
@@ -77,9 +77,10 @@ const (
 	Refused Reason = "refused"
 	// Order: the policy's fixed order chose it (first, round-robin).
 	Order Reason = "order"
-	// Home: the prompt was new to the router (no replica held more than
-	// a short lead of it), so it went to its rendezvous replica, which
-	// every router picks alike (Balancer.home).
+	// Home: the prompt's rendezvous replica (Balancer.prefix), which
+	// every router picks alike, took it without this router having sent
+	// the prompt there: the prompt was new to the router, or its prefix
+	// recurs and went elsewhere first (other routers keep it warm there).
 	Home Reason = "home"
 )
 
