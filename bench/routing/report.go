@@ -83,6 +83,14 @@ func markdown(cfg Config, r Result) string {
 				}
 				b.WriteString(harness.Table([]string{"", "p50 TTFT (s)", "p90 (s)", "p99 (s)", "prefix hit rate", "served whole"},
 					[][]string{row("steady", rs.Steady), row("rolling restart", rs.During)}, true) + "\n")
+				for _, s := range []struct {
+					name string
+					st   Step
+				}{{"steady", rs.Steady}, {"during the restart", rs.During}} {
+					if f := failuresText(s.st.Failures); f != "" {
+						fmt.Fprintf(&b, "Failed %s: %s.\n\n", s.name, strings.TrimPrefix(f, "; failed: "))
+					}
+				}
 			}
 		}
 	}

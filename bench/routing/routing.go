@@ -19,8 +19,10 @@ package routing
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -173,6 +175,8 @@ type Step struct {
 	P50, P90, P99 time.Duration
 	HitRate       float64 // engines' prefix-cache hits / queries
 	Sent, OK      int
+	// Failures counts the failed requests by what the client saw.
+	Failures map[string]int
 }
 
 func (s Step) success() float64 {
@@ -417,8 +421,8 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 					return append(curves, cv), err
 				}
 				cv.Steps = append(cv.Steps, st)
-				fmt.Fprintf(os.Stderr, "routing: %d replicas, %s, %s, %.1f req/s: p90 %ss, %d/%d served, hit %.0f%%\n",
-					n, w, p, st.Rate, secs(st.P90), st.OK, st.Sent, 100*st.HitRate)
+				fmt.Fprintf(os.Stderr, "routing: %d replicas, %s, %s, %.1f req/s: p90 %ss, %d/%d served, hit %.0f%%%s\n",
+					n, w, p, st.Rate, secs(st.P90), st.OK, st.Sent, 100*st.HitRate, failuresText(st.Failures))
 				if st.P90 > stopP90 || st.OK < st.Sent {
 					break
 				}
@@ -548,6 +552,7 @@ func (b *bench) step(ctx context.Context, cfg Config, w, policy, salt, cacheSalt
 	var mu sync.Mutex
 	var ttfts []time.Duration
 	ok := 0
+	var failures map[string]int
 	var wg sync.WaitGroup
 	start := time.Now()
 	at := time.Duration(0)
@@ -566,10 +571,15 @@ func (b *bench) step(ctx context.Context, cfg Config, w, policy, salt, cacheSalt
 			ttft, err := b.stream(ctx, url, body, session)
 			mu.Lock()
 			defer mu.Unlock()
-			if err == nil {
-				ok++
-				ttfts = append(ttfts, ttft)
+			if err != nil {
+				if failures == nil {
+					failures = map[string]int{}
+				}
+				failures[err.Error()]++
+				return
 			}
+			ok++
+			ttfts = append(ttfts, ttft)
 		})
 	}
 	wg.Wait()
@@ -578,7 +588,7 @@ func (b *bench) step(ctx context.Context, cfg Config, w, policy, salt, cacheSalt
 	if err != nil {
 		return Step{}, err
 	}
-	st := Step{Rate: rate, Sent: n, OK: ok}
+	st := Step{Rate: rate, Sent: n, OK: ok, Failures: failures}
 	st.Throughput = float64(ok) / cfg.Duration.Seconds()
 	if q := queries1 - queries0; q > 0 {
 		st.HitRate = (hits1 - hits0) / q
@@ -607,8 +617,11 @@ func (b *bench) stream(ctx context.Context, url string, body []byte, session str
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		io.Copy(io.Discard, resp.Body)
-		return 0, fmt.Errorf("HTTP %d", resp.StatusCode)
+		var e struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e)
+		return 0, fmt.Errorf("HTTP %d %s", resp.StatusCode, e.Error.Code)
 	}
 	var ttft time.Duration
 	sc := bufio.NewScanner(resp.Body)
@@ -624,8 +637,14 @@ func (b *bench) stream(ctx context.Context, url string, body []byte, session str
 		if line == "data: [DONE]" {
 			return ttft, nil
 		}
+		if strings.HasPrefix(line, `data: {"error"`) {
+			return 0, errors.New("stream ended with an error event")
+		}
 	}
-	return 0, fmt.Errorf("stream ended without [DONE]: %v", sc.Err())
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("stream cut: %w", err)
+	}
+	return 0, errors.New("stream ended without [DONE]")
 }
 
 // preload fills replica 0's slots with long requests sent to its engine
@@ -709,8 +728,8 @@ func (b *bench) rollingRestart(ctx context.Context, cfg Config, text, cacheSalt 
 	if rerr := <-restarted; rerr != nil {
 		return rs, rerr
 	}
-	fmt.Fprintf(os.Stderr, "routing: rolling restart of %d routers in %v at %.0f req/s: p99 %ss (steady %ss), %d/%d served\n",
-		len(b.fleetProcs), rs.Took.Round(time.Millisecond), rate, secs(rs.During.P99), secs(rs.Steady.P99), rs.During.OK, rs.During.Sent)
+	fmt.Fprintf(os.Stderr, "routing: rolling restart of %d routers in %v at %.0f req/s: p99 %ss (steady %ss), %d/%d served%s\n",
+		len(b.fleetProcs), rs.Took.Round(time.Millisecond), rate, secs(rs.During.P99), secs(rs.Steady.P99), rs.During.OK, rs.During.Sent, failuresText(rs.During.Failures))
 	return rs, err
 }
 
@@ -847,4 +866,19 @@ func spread(n int, d map[string]map[string]float64) string {
 func metric(c *http.Client, base, name string) (float64, error) {
 	fams, err := stats.FetchMetrics(context.Background(), c, base+"/metrics")
 	return fams.Total(name), err
+}
+
+// failuresText lists failures by what the client saw, most first ("" for
+// none).
+func failuresText(f map[string]int) string {
+	if len(f) == 0 {
+		return ""
+	}
+	kinds := slices.Collect(maps.Keys(f))
+	slices.SortFunc(kinds, func(a, b string) int { return cmp.Or(cmp.Compare(f[b], f[a]), cmp.Compare(a, b)) })
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%d × %s", f[k], k)
+	}
+	return "; failed: " + strings.Join(parts, ", ")
 }

@@ -52,3 +52,13 @@ func TestSharedLadderSteps(t *testing.T) {
 		}
 	}
 }
+
+func TestFailuresText(t *testing.T) {
+	if got := failuresText(nil); got != "" {
+		t.Errorf("no failures: %q", got)
+	}
+	got := failuresText(map[string]int{"HTTP 502 router_unavailable": 1, "stream cut: unexpected EOF": 3, "HTTP 503 a": 1})
+	if want := "; failed: 3 × stream cut: unexpected EOF, 1 × HTTP 502 router_unavailable, 1 × HTTP 503 a"; got != want {
+		t.Errorf("failuresText = %q, want %q", got, want)
+	}
+}
