@@ -279,10 +279,10 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 //  1. the first replica that holds a long match of the prompt
 //     (MinAffinityShare of it), or is the prompt's home (the first in
 //     the order) while another does and the match is AnchorBlocks or
-//     longer, within Threshold of the least-loaded replica's load. With flow
-//     control, a replica without room only when it holds a long lead
-//     over the least-loaded replica's match: worth a wait in its
-//     engine's queue, which an equally warm replica with room is not.
+//     longer, within Threshold of the least-loaded replica's load, with
+//     room or not (flow control): a wait in its engine's queue keeps one
+//     copy of the prefix warm, where taking whichever replica has room
+//     would keep every copy warm and crowd the caches.
 //  2. else the first replica within HomeSlack of the least loaded (the
 //     least loaded itself at the latest): a new prompt's home, and the
 //     next replica of its order when the home is busy or the holders
@@ -338,10 +338,7 @@ func (b *Balancer) prefix(cs []cand, keys []uint64) (int, Reason) {
 		// prefix: the request needs few new blocks there.
 		h := *c
 		h.load -= c.kvFull
-		ok := b.within(&h, least, b.cfg.Threshold)
-		if holds && longMatch(c.depth-least.depth, n) {
-			ok = b.withinLoad(&h, least, b.cfg.Threshold)
-		}
+		ok := b.withinLoad(&h, least, b.cfg.Threshold)
 		switch {
 		case ok && holds:
 			return i, Affinity

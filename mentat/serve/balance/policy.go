@@ -140,9 +140,9 @@ type Config struct {
 	SaturatedKV float64
 	// Flow is FLOW_CONTROL: flow control lets a request go because some
 	// replica has room (Free), so a replica without room is chosen only
-	// for a long prefix match or a session, never for a tie, a home or
-	// slack in load that would queue the request in its engine while
-	// another engine has a free slot.
+	// for a prefix it holds (or is the home of) or a session, never for a
+	// new prompt's home or a spill, which would queue the request in its
+	// engine while another engine has a free slot.
 	Flow bool
 }
 
