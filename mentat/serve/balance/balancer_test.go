@@ -971,3 +971,26 @@ func TestFullKVKeepsHeldPrefix(t *testing.T) {
 		t.Errorf("new prompt went to %s, whose KV cache is full", warm.Group)
 	}
 }
+
+// With flow control on, a prefix held by two replicas goes to the first
+// in its order although that one is at capacity and the other has room:
+// taking the one with room would keep both copies warm.
+func TestFlowKeepsOneCopy(t *testing.T) {
+	f := newFixture(t, Prefix, 2)
+	f.b.cfg.Flow = true
+	f.b.cfg.MaxInflight = 2
+	system := strings.Repeat("a document both replicas were sent once. ", 80)
+	req := Request{Model: "m", Keys: keys(system + "question")}
+	first := f.b.Choose(f.reps, req).Order[0]
+	other := f.reps[0]
+	if other == first {
+		other = f.reps[1]
+	}
+	f.b.Start(req, first, Home, 0).End()
+	f.b.Start(req, other, Fallback, 0).End()
+	f.b.Start(Request{Model: "m"}, first, Load, 0)
+	f.b.Start(Request{Model: "m"}, first, Load, 0) // first is at its cap, other has room
+	if d := f.b.Choose(f.reps, req); d.Order[0] != first || d.Reason != Affinity {
+		t.Errorf("chose %s (%s), want %s, the first holder, by affinity", d.Order[0].Group, d.Reason, first.Group)
+	}
+}
