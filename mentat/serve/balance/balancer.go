@@ -1,6 +1,8 @@
 package balance
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -322,11 +324,7 @@ func (b *Balancer) prefix(cs []cand, keys []uint64) (int, Reason) {
 		cs[i].home = hrw(anchor, cs[i].rt.Group)
 		order = append(order, i)
 	}
-	for i := 1; i < len(order); i++ {
-		for j := i; j > 0 && cs[order[j]].home > cs[order[j-1]].home; j-- {
-			order[j], order[j-1] = order[j-1], order[j]
-		}
-	}
+	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(cs[y].home, cs[x].home) })
 	least := &cs[0]
 	for k, i := range order {
 		c := &cs[i]

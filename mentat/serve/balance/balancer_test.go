@@ -62,6 +62,20 @@ func keys(text string) []uint64 {
 	return append([]uint64(nil), b.Keys()...)
 }
 
+// heldByBoth sends req to both replicas of a two-replica fixture, first
+// to the one the policy picks for it (its home), and returns that one and
+// the other.
+func (f *fixture) heldByBoth(req Request) (home, other *routes.Route) {
+	home = f.b.Choose(f.reps, req).Order[0]
+	other = f.reps[0]
+	if other == home {
+		other = f.reps[1]
+	}
+	f.b.Start(req, home, Home, 0).End()
+	f.b.Start(req, other, Fallback, 0).End()
+	return home, other
+}
+
 // send routes one request and starts it on the first replica, returning
 // the ticket (not ended: the request stays in flight).
 func (f *fixture) send(req Request) (Decision, *Ticket) {
@@ -712,15 +726,8 @@ func TestFree(t *testing.T) {
 // and every router picks alike; past that, to the less loaded.
 func TestSpilledPrefixFlowsBackHome(t *testing.T) {
 	f := newFixture(t, Prefix, 2)
-	system := strings.Repeat("a document both replicas were sent. ", 80)
-	req := Request{Model: "m", Keys: keys(system + "question")}
-	home := f.b.Choose(f.reps, req).Order[0]
-	other := f.reps[0]
-	if other == home {
-		other = f.reps[1]
-	}
-	f.b.Start(req, home, Home, 0).End()
-	f.b.Start(req, other, Fallback, 0).End()
+	req := Request{Model: "m", Keys: keys(strings.Repeat("a document both replicas were sent. ", 80) + "question")}
+	home, other := f.heldByBoth(req)
 	for extra := 1; extra <= DefaultThreshold+1; extra++ {
 		f.b.Start(Request{Model: "m"}, home, Load, 0) // home now carries extra more
 		d := f.b.Choose(f.reps, req)
@@ -979,15 +986,8 @@ func TestFlowKeepsOneCopy(t *testing.T) {
 	f := newFixture(t, Prefix, 2)
 	f.b.cfg.Flow = true
 	f.b.cfg.MaxInflight = 2
-	system := strings.Repeat("a document both replicas were sent once. ", 80)
-	req := Request{Model: "m", Keys: keys(system + "question")}
-	first := f.b.Choose(f.reps, req).Order[0]
-	other := f.reps[0]
-	if other == first {
-		other = f.reps[1]
-	}
-	f.b.Start(req, first, Home, 0).End()
-	f.b.Start(req, other, Fallback, 0).End()
+	req := Request{Model: "m", Keys: keys(strings.Repeat("a document both replicas were sent once. ", 80) + "question")}
+	first, _ := f.heldByBoth(req)
 	f.b.Start(Request{Model: "m"}, first, Load, 0)
 	f.b.Start(Request{Model: "m"}, first, Load, 0) // first is at its cap, other has room
 	if d := f.b.Choose(f.reps, req); d.Order[0] != first || d.Reason != Affinity {
