@@ -75,7 +75,8 @@ func markdown(cfg Config, r Result) string {
 			if c, ok := r.Curve(n, w, Fleet); ok && c.Restart != nil {
 				rs := c.Restart
 				fmt.Fprintf(&b, "Rolling restart of the fleet: for each router in turn, `SIGTERM`, its exit (it drains for `SERVE_DRAIN_S`, 5 s, "+
-					"then finishes what it carries), a new router on its port and its `/readyz` 200; %d routers in %s, during a %s step at %.0f req/s, "+
+					"then finishes what it carries and saves its prefix index to its `ROUTING_INDEX_FILE`), a new router on its port, reading that file, and its `/readyz` 200; "+
+					"%d routers in %s, during a %s step at %.0f req/s, "+
 					"against the same step (same arrivals, texts and caches) without a restart:\n\n",
 					FleetSize, secs(rs.Took), restartWindow, rs.Steady.Rate)
 				row := func(name string, s Step) []string {

@@ -364,8 +364,14 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 			continue
 		}
 		var ports []int
+		// Each fleet router saves its prefix index when it stops, and the
+		// one restarted in its place reads it (docs/mentatd-serve.md,
+		// "Running several routers").
+		indexFile := func(i int) string {
+			return fmt.Sprintf("ROUTING_INDEX_FILE=%s/fleet-%d.index.json", logDir, i)
+		}
 		for i := range FleetSize {
-			r, port, err := startRouter(fmt.Sprintf("mentatd-serve-fleet-%d", i), routerPolicy(p), FleetScrape, 0)
+			r, port, err := startRouter(fmt.Sprintf("mentatd-serve-fleet-%d", i), routerPolicy(p), FleetScrape, 0, indexFile(i))
 			if err != nil {
 				return nil, err
 			}
@@ -375,7 +381,7 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 		restarts := 0
 		b.fleetStart = func(i int) (*harness.Proc, error) {
 			restarts++
-			r, _, err := startRouter(fmt.Sprintf("mentatd-serve-fleet-%d-restart-%d", i, restarts), routerPolicy(p), FleetScrape, ports[i])
+			r, _, err := startRouter(fmt.Sprintf("mentatd-serve-fleet-%d-restart-%d", i, restarts), routerPolicy(p), FleetScrape, ports[i], indexFile(i))
 			return r, err
 		}
 		sample, err := nginxconf.Read(nginxconf.RoutersSample)

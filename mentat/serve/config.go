@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -102,6 +103,10 @@ type Config struct {
 	// (default 1 s; the scrape timeout is PROBE_TIMEOUT_S) and
 	// ROUTING_INDEX_BLOCKS (0: balance.DefaultIndexBlocks).
 	Routing balance.Config
+	// IndexFile is ROUTING_INDEX_FILE: where the router saves its prefix
+	// index when it stops and reads it from when it starts
+	// (balance.Balancer.SaveIndexFile); "" keeps it in memory only.
+	IndexFile string
 	// Secret is the announcement HMAC key (MENTAT_SECRET_FILE's contents,
 	// else MENTAT_SECRET), trimmed; nil accepts unsigned announcements.
 	Secret []byte
@@ -204,6 +209,14 @@ func LoadConfig(env envconf.Env) (Config, error) {
 		c.Routing.IndexBlocks = n
 	case n < 0 && env.Warn != nil:
 		env.Warn("ROUTING_INDEX_BLOCKS", strconv.Itoa(n), "must be a positive number of blocks; using the default")
+	}
+	if path, ok := env.Value("ROUTING_INDEX_FILE"); ok && path != "" {
+		// A router that cannot save its index at its stop should say so
+		// at its start, while the operator is looking.
+		if st, err := os.Stat(filepath.Dir(path)); err != nil || !st.IsDir() {
+			return Config{}, fmt.Errorf("ROUTING_INDEX_FILE: the directory of %s does not exist", path)
+		}
+		c.IndexFile = path
 	}
 	c.Routing.MaxInflight = env.Int("FLOW_MAX_INFLIGHT", 0)
 	c.Routing.SaturatedKV = env.Fraction("FLOW_KV_THRESHOLD", balance.KVFull)

@@ -180,6 +180,23 @@ func TestLoadConfigRouting(t *testing.T) {
 	}
 }
 
+// TestLoadConfigIndexFile: ROUTING_INDEX_FILE is a path whose directory
+// must exist at start, not only when the router stops and saves there.
+func TestLoadConfigIndexFile(t *testing.T) {
+	dir := t.TempDir()
+	c, err := LoadConfig(envconf.Map(map[string]string{"ROUTING_INDEX_FILE": " " + dir + "/index.json "}))
+	if err != nil || c.IndexFile != dir+"/index.json" {
+		t.Fatalf("ROUTING_INDEX_FILE in an existing directory: %q, %v", c.IndexFile, err)
+	}
+	if c, err := LoadConfig(envconf.Map(nil)); err != nil || c.IndexFile != "" {
+		t.Fatalf("unset: %q, %v", c.IndexFile, err)
+	}
+	_, err = LoadConfig(envconf.Map(map[string]string{"ROUTING_INDEX_FILE": dir + "/missing/index.json"}))
+	if err == nil || !strings.Contains(err.Error(), "ROUTING_INDEX_FILE") || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("a missing directory: %v, want an error naming ROUTING_INDEX_FILE", err)
+	}
+}
+
 // TestLoadConfigKeys: the key files are paths (unset or empty: off), the
 // CORS origins a checked list.
 func TestLoadConfigKeys(t *testing.T) {

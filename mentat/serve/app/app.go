@@ -6,7 +6,9 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -163,6 +165,10 @@ func New(cfg serve.Config, log *slog.Logger) (*App, error) {
 // flow control) goes on until the server is done: a router that drains
 // serves as usual.
 func (a *App) Run(ctx context.Context) error {
+	if path := a.Server.Config().IndexFile; path != "" {
+		a.loadIndex(path)
+		defer a.saveIndex(path)
+	}
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	mcpDone := make(chan struct{})
@@ -211,6 +217,35 @@ func (a *App) Run(ctx context.Context) error {
 	a.MCP.Close()
 	a.Proxy.Close()
 	return err
+}
+
+// loadIndex reads the prefix index the router saved when it last stopped
+// (ROUTING_INDEX_FILE). Whatever is wrong with the file, the router starts:
+// the index only speeds prompts up, and it fills again as requests come.
+func (a *App) loadIndex(path string) {
+	info, err := a.Balancer.LoadIndexFile(path)
+	switch {
+	case err == nil:
+		a.log.Info("routing_index_loaded", "file", path, "models", info.Models, "blocks", info.Blocks,
+			"saved_ago", time.Since(info.Saved).Round(time.Second))
+	case errors.Is(err, fs.ErrNotExist):
+		a.log.Info("routing_index_absent", "file", path, "reason", "no index saved yet: it is written when the router stops")
+	case errors.Is(err, balance.ErrIndexStale):
+		a.log.Info("routing_index_not_loaded", "file", path, "reason", err.Error())
+	default:
+		a.log.Warn("routing_index_not_loaded", "file", path, "err", err)
+	}
+}
+
+// saveIndex writes the prefix index for the next start, once every request
+// has ended.
+func (a *App) saveIndex(path string) {
+	info, err := a.Balancer.SaveIndexFile(path)
+	if err != nil {
+		a.log.Warn("routing_index_save_failed", "file", path, "err", err)
+		return
+	}
+	a.log.Info("routing_index_saved", "file", path, "models", info.Models, "blocks", info.Blocks)
 }
 
 // FlowTick is how often flow control looks for capacity that the router's

@@ -1,6 +1,9 @@
 package balance
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // maxHolders bounds how many replicas one block remembers: a prefix hot
 // enough to be on more replicas than this is everywhere anyway.
@@ -80,11 +83,48 @@ func (ix *index) insert(keys []uint64, group string) {
 		ix.pushFront(n)
 		n.holders = addHolder(n.holders, group)
 	}
+	ix.evict()
+}
+
+// evict drops the least recently used blocks past max. Callers hold mu.
+func (ix *index) evict() {
 	for len(ix.nodes) > ix.max {
 		old := ix.ring.prev
 		ix.unlink(old)
 		delete(ix.nodes, old.key)
 	}
+}
+
+// restore puts a block with its holders (most recent first, at most
+// maxHolders, owned by the index from now on) in front, as the most
+// recently used: restoring a saved index oldest first rebuilds its order.
+func (ix *index) restore(key uint64, holders []string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	n := ix.nodes[key]
+	if n == nil {
+		n = &node{key: key}
+		ix.nodes[key] = n
+	} else {
+		ix.unlink(n)
+	}
+	ix.pushFront(n)
+	n.holders = holders
+	ix.evict()
+}
+
+// entries lists the index's blocks and their holders, least recently
+// used first (the order restore takes).
+func (ix *index) entries() (keys []uint64, holders [][]string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	keys = make([]uint64, 0, len(ix.nodes))
+	holders = make([][]string, 0, len(ix.nodes))
+	for n := ix.ring.prev; n != &ix.ring; n = n.prev {
+		keys = append(keys, n.key)
+		holders = append(holders, slices.Clone(n.holders))
+	}
+	return keys, holders
 }
 
 // addHolder moves g to the front of hs, dropping the oldest holder past

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -216,23 +218,9 @@ func TestReplicasDistinctPromptsSpread(t *testing.T) {
 // replica and reason (/stats.json).
 func (r *router) decided(t *testing.T) float64 {
 	t.Helper()
-	var doc struct {
-		Models []struct {
-			Routing *struct {
-				Decisions map[string]float64 `json:"decisions"`
-			} `json:"routing"`
-		} `json:"models"`
-	}
-	if err := testproc.GetJSON(client, r.url+"/stats.json", &doc); err != nil {
-		t.Fatalf("router /stats.json: %v", err)
-	}
 	sum := 0.0
-	for _, row := range doc.Models {
-		if row.Routing != nil {
-			for _, n := range row.Routing.Decisions {
-				sum += n
-			}
-		}
+	for _, n := range r.decisionsBy(t) {
+		sum += n
 	}
 	return sum
 }
@@ -485,5 +473,80 @@ func TestReplicasSessionStableAcrossRouterRestart(t *testing.T) {
 	}
 	if len(used) < 2 {
 		t.Errorf("9 sessions all on one replica (%v)", p1)
+	}
+}
+
+// decisionsBy is the router's routing decisions for the model by reason,
+// summed over its replicas (/stats.json).
+func (r *router) decisionsBy(t *testing.T) map[string]float64 {
+	t.Helper()
+	var doc struct {
+		Models []struct {
+			Routing *struct {
+				Decisions map[string]float64 `json:"decisions"`
+			} `json:"routing"`
+		} `json:"models"`
+	}
+	if err := testproc.GetJSON(client, r.url+"/stats.json", &doc); err != nil {
+		t.Fatalf("router /stats.json: %v", err)
+	}
+	out := map[string]float64{}
+	for _, row := range doc.Models {
+		if row.Routing != nil {
+			for reason, n := range row.Routing.Decisions {
+				out[reason] += n
+			}
+		}
+	}
+	return out
+}
+
+// With ROUTING_INDEX_FILE a router saves its prefix index when it stops
+// and the router started after it reads it: a tenant's prompt is then
+// known from the new router's first request (affinity), where a router
+// without the file takes it for a new one (home). The file holds block
+// hashes, never prompt text, and only its owner may read it.
+func TestReplicasIndexSurvivesRouterRestart(t *testing.T) {
+	rs := startReplicas(t, 2)
+	port := testproc.FreePort(t)
+	path := filepath.Join(t.TempDir(), "index.json")
+	system := strings.Repeat("The handbook of tenant 12, quoted by every request it sends. ", 50)
+
+	r1 := rs.router(t, "router-1", port, "ROUTING_INDEX_FILE="+path)
+	if !strings.Contains(r1.Output(), "event=routing_index_absent") {
+		t.Errorf("first start: no routing_index_absent line:\n%s", r1.Output())
+	}
+	home := rs.askOn(t, r1.url, nil, chatBody(system, "first question", 2))
+	stop(t, r1.Proc)
+	if !regexp.MustCompile(`event=routing_index_saved .*models=1 blocks=[1-9]`).MatchString(r1.Output()) {
+		t.Fatalf("no routing_index_saved line with blocks at the stop:\n%s", r1.Output())
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("index file mode %v, want 0600", st.Mode().Perm())
+	}
+	if b, _ := os.ReadFile(path); bytes.Contains(b, []byte("handbook")) {
+		t.Error("the index file holds prompt text")
+	}
+
+	r2 := rs.router(t, "router-2", port, "ROUTING_INDEX_FILE="+path)
+	if !regexp.MustCompile(`event=routing_index_loaded .*models=1 blocks=[1-9]`).MatchString(r2.Output()) {
+		t.Errorf("no routing_index_loaded line at the start:\n%s", r2.Output())
+	}
+	if got := rs.askOn(t, r2.url, nil, chatBody(system, "second question", 2)); got != home {
+		t.Errorf("after the restart the prompt went to %s, before to %s", rs.engines[got].group, rs.engines[home].group)
+	}
+	if d := r2.decisionsBy(t); d["affinity"] != 1 {
+		t.Errorf("restarted router with the saved index: decisions %v, want the prompt known (affinity)", d)
+	}
+	stop(t, r2.Proc)
+
+	r3 := rs.router(t, "router-3", port)
+	rs.askOn(t, r3.url, nil, chatBody(system, "third question", 2))
+	if d := r3.decisionsBy(t); d["home"] != 1 {
+		t.Errorf("router without the index file: decisions %v, want the prompt taken for a new one (home)", d)
 	}
 }
