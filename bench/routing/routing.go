@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -198,7 +199,39 @@ type Curve struct {
 	Decisions map[string]map[string]float64
 	// Restart is the fleet's rolling restart (nil for other curves).
 	Restart *Restart
+	// Sustained is the fleet's sustained comparison with one router (nil
+	// for other curves, or without a prefix curve with a knee).
+	Sustained *Sustained
 }
+
+// Sustained compares the fleet with one prefix router at a rate both
+// sustain: sustainedShare of one router's knee. Each runs a warm-up step
+// (sustainedWarmup at 95% of the rate: the same tenants, other questions),
+// then the measured step (sustainedWindow), one router first; the two
+// measured steps have the same arrivals and texts.
+//
+// The knee of a ladder of 5-s steps is not a rate either sustains: it is
+// where queues start to grow, and over 5 s they have not grown far. Its
+// p90 swings from run to run of one policy by more than the 1.2× the
+// fleet is held to (one router's, at 59.6 req/s over 4 replicas: 0.69 s in
+// one run, 1.42 s in the next), and at 0.8× of it a 30-s step queued
+// without bound for both (2 replicas, 35.4 req/s: p90 10.0 s for one
+// router, 5.4 s for the fleet). At half of it the queues stay bounded,
+// and p90 is a property of the routing (how many requests miss the cache
+// and wait for a prefill) rather than of where in its growth a queue was
+// cut off.
+type Sustained struct {
+	Rate       float64
+	One, Fleet Step
+}
+
+// sustainedShare, sustainedWarmup and sustainedWindow set the sustained
+// comparison (Sustained).
+const (
+	sustainedShare  = 0.5
+	sustainedWarmup = 10 * time.Second
+	sustainedWindow = 30 * time.Second
+)
 
 // Restart is a rolling restart of the fleet's routers (SIGTERM, wait for
 // the exit, start again on the port, wait for /readyz) under a steady
@@ -413,7 +446,7 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 			// The texts are the same for every policy (so is any choice
 			// made by hashing them); a cache_salt per curve keeps any
 			// policy from finding a cache another warmed.
-			text, cacheSalt := fmt.Sprintf("%s-%d", w, n), fmt.Sprintf("%s-%s-%d", w, p, n)
+			text, cacheSalt := fmt.Sprintf("%s-%d", w, n), cacheSaltOf(w, p, n)
 			before, err := b.decisions(p)
 			if err != nil {
 				return curves, err
@@ -445,6 +478,15 @@ func runCluster(ctx context.Context, cfg Config, n int) ([]Curve, error) {
 					return append(curves, cv), fmt.Errorf("rolling restart: %w", err)
 				}
 				cv.Restart = &rs
+				if one, ok := curveOf(curves, n, Shared, "prefix"); ok {
+					if k, ok := one.Knee(); ok {
+						su, err := b.sustained(ctx, cfg, text, k.Rate)
+						if err != nil {
+							return append(curves, cv), fmt.Errorf("sustained comparison: %w", err)
+						}
+						cv.Sustained = &su
+					}
+				}
 			}
 			curves = append(curves, cv)
 		}
@@ -705,6 +747,41 @@ func (b *bench) prefixCounters() (hits, queries float64, err error) {
 		hits, queries = hits+h, queries+q
 	}
 	return hits, queries, nil
+}
+
+// cacheSaltOf is the cache_salt of a policy's requests on a workload: one
+// per curve, so no policy finds a cache another warmed.
+func cacheSaltOf(w, policy string, n int) string { return fmt.Sprintf("%s-%s-%d", w, policy, n) }
+
+// curveOf finds a curve already measured.
+func curveOf(curves []Curve, n int, w, policy string) (Curve, bool) {
+	return Result{Curves: curves}.Curve(n, w, policy)
+}
+
+// sustained runs the Sustained comparison at sustainedShare of knee.
+func (b *bench) sustained(ctx context.Context, cfg Config, text string, knee float64) (Sustained, error) {
+	su := Sustained{Rate: math.Round(10*sustainedShare*knee) / 10}
+	for _, p := range []string{"prefix", Fleet} {
+		cacheSalt := cacheSaltOf(Shared, p, b.n)
+		warm := cfg
+		warm.Duration = sustainedWarmup
+		if _, err := b.step(ctx, warm, Shared, p, text, cacheSalt, math.Round(95*su.Rate)/100); err != nil {
+			return su, err
+		}
+		cfg.Duration = sustainedWindow
+		st, err := b.step(ctx, cfg, Shared, p, text, cacheSalt, su.Rate)
+		if err != nil {
+			return su, err
+		}
+		if p == Fleet {
+			su.Fleet = st
+		} else {
+			su.One = st
+		}
+		fmt.Fprintf(os.Stderr, "routing: sustained %.1f req/s for %v, %s: p90 %ss, %d/%d served, hit %.0f%%%s\n",
+			su.Rate, sustainedWindow, p, secs(st.P90), st.OK, st.Sent, 100*st.HitRate, failuresText(st.Failures))
+	}
+	return su, nil
 }
 
 // rollingRestart measures the fleet's rolling restart: a steady step, then

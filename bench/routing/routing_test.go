@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSelected(t *testing.T) {
@@ -60,5 +61,37 @@ func TestFailuresText(t *testing.T) {
 	got := failuresText(map[string]int{"HTTP 502 router_unavailable": 1, "stream cut: unexpected EOF": 3, "HTTP 503 a": 1})
 	if want := "; failed: 3 × stream cut: unexpected EOF, 1 × HTTP 502 router_unavailable, 1 × HTTP 503 a"; got != want {
 		t.Errorf("failuresText = %q, want %q", got, want)
+	}
+}
+
+// The fleet is judged at the sustained rate; the ladder's knee step is
+// shown beside it, not judged.
+func TestFleetVsOne(t *testing.T) {
+	step := func(rate float64, p90 time.Duration, hit float64) Step {
+		return Step{Rate: rate, P90: p90, HitRate: hit, Sent: 100, OK: 100}
+	}
+	one := Curve{Replicas: 2, Workload: Shared, Policy: "prefix", Steps: []Step{step(40, 50*time.Millisecond, 0.95), step(50, time.Second, 0.9), step(60, 5*time.Second, 0.7)}}
+	fleet := Curve{Replicas: 2, Workload: Shared, Policy: Fleet, Steps: []Step{step(40, 60*time.Millisecond, 0.94), step(50, 3*time.Second, 0.8)}}
+	r := Result{Curves: []Curve{one, fleet}}
+	tt, hits := r.FleetVsOne(2)
+	if !tt.Known || tt.Met || !strings.Contains(tt.Measured, "no sustained comparison") || !strings.Contains(tt.Measured, "50.0 req/s: 3.00×") {
+		t.Errorf("without a sustained comparison: %+v", tt)
+	}
+	if hits.Met {
+		t.Errorf("hit rate met without a sustained comparison: %+v", hits)
+	}
+	fleet.Sustained = &Sustained{Rate: 40, One: step(40, 100*time.Millisecond, 0.95), Fleet: step(40, 110*time.Millisecond, 0.92)}
+	r = Result{Curves: []Curve{one, fleet}}
+	tt, hits = r.FleetVsOne(2)
+	if !tt.Met || !strings.HasPrefix(tt.Measured, "1.10× (0.11s vs 0.10s over 30s at 40.0 req/s, 50% of one router's knee, 100/100 served; at the ladder's knee step, 50.0 req/s: 3.00×") {
+		t.Errorf("sustained 1.1×: %+v", tt)
+	}
+	if !hits.Met || !strings.HasPrefix(hits.Measured, "-3.0 points") {
+		t.Errorf("sustained hit rates 92%% vs 95%%: %+v", hits)
+	}
+	fleet.Sustained.Fleet = step(40, 130*time.Millisecond, 0.85)
+	fleet.Sustained.Fleet.OK = 99
+	if tt, hits = r.FleetVsOne(2); tt.Met || hits.Met {
+		t.Errorf("sustained 1.3×, one failed, 10 points: %+v %+v", tt, hits)
 	}
 }
