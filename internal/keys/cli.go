@@ -12,12 +12,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/atomicfile"
 )
 
 // NewSecret returns a fresh secret for p (Prefix + 32 random bytes in
@@ -204,27 +205,7 @@ func writeChecked(p Product, path string, data []byte, mode fs.FileMode) error {
 	if _, err := Parse(path, data, p); err != nil {
 		return fmt.Errorf("the change would leave the file unusable, so it was not made: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after the rename, a no-op
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, data, mode)
 }
 
 // listed is an entry as `keys list --json` shows it: no hash.

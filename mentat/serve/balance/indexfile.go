@@ -1,13 +1,15 @@
 package balance
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/fe64bb06/frontdoor/internal/atomicfile"
 )
 
 // A router's prefix index is what it learned from the prompts it sent:
@@ -148,30 +150,18 @@ func holderList(hs []string) []string {
 	return out
 }
 
-// SaveIndexFile saves the index (SaveIndex) to path: to a temporary file
-// in its directory, then renamed over path, so that a reader never sees
-// half a file.
-func (b *Balancer) SaveIndexFile(path string) (info IndexInfo, err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+// SaveIndexFile saves the index (SaveIndex) to path, replacing it whole
+// (atomicfile), mode 0600.
+func (b *Balancer) SaveIndexFile(path string) (IndexInfo, error) {
+	var buf bytes.Buffer
+	info, err := b.SaveIndex(&buf)
 	if err != nil {
 		return IndexInfo{}, err
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if info, err = b.SaveIndex(f); err != nil {
+	if err := atomicfile.Write(path, buf.Bytes(), 0o600); err != nil {
 		return IndexInfo{}, err
 	}
-	if err = f.Sync(); err != nil {
-		return IndexInfo{}, err
-	}
-	if err = f.Close(); err != nil {
-		return IndexInfo{}, err
-	}
-	return info, os.Rename(f.Name(), path)
+	return info, nil
 }
 
 // LoadIndexFile loads the index SaveIndexFile saved at path (LoadIndex).

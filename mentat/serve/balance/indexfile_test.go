@@ -165,7 +165,7 @@ func TestIndexFile(t *testing.T) {
 	if st.Mode().Perm() != 0o600 {
 		t.Errorf("index file mode %v, want 0600", st.Mode().Perm())
 	}
-	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".index.json.tmp-*")); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".index.json.*")); len(left) != 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
 	var doc savedIndex
