@@ -95,14 +95,21 @@ func markdown(cfg Config, r Result) string {
 			}
 			if c, ok := r.Curve(n, w, Fleet); ok && c.Sustained != nil {
 				su := c.Sustained
-				fmt.Fprintf(&b, "Sustained comparison: one prefix router, then the fleet, each a %s warm-up at 95%% of the rate and a measured %s step at %.1f req/s "+
-					"(%.0f%% of one router's knee), the two measured steps with the same arrivals and texts:\n\n",
-					sustainedWarmup, sustainedWindow, su.Rate, 100*sustainedShare)
 				row := func(name string, s Step) []string {
-					return []string{name, secs(s.P50), secs(s.P90), secs(s.P99), fmt.Sprintf("%.0f%%", 100*s.HitRate), fmt.Sprintf("%d/%d", s.OK, s.Sent)}
+					return []string{name, fmt.Sprintf("%.1f", s.Rate), secs(s.P50), secs(s.P90), secs(s.P99), fmt.Sprintf("%.0f%%", 100*s.HitRate), fmt.Sprintf("%d/%d", s.OK, s.Sent)}
 				}
-				b.WriteString(harness.Table([]string{"", "p50 TTFT (s)", "p90 (s)", "p99 (s)", "prefix hit rate", "served whole"},
-					[][]string{row("one router", su.One), row(fmt.Sprintf("%d routers behind Nginx", FleetSize), su.Fleet)}, true) + "\n")
+				fmt.Fprintf(&b, "Sustained comparison: one prefix router, then the fleet, each a %s warm-up at 95%% of the rate and a measured %s step, "+
+					"the two measured steps with the same arrivals and texts. The rate starts at %.0f%% of one router's knee and steps down by %.0f%% "+
+					"(at most %d rates) while one router's p90 there passes %s s or a request fails:\n\n",
+					sustainedWarmup, sustainedWindow, 100*sustainedShare, 100*(1-sustainedBackoff), sustainedTries, secs(sustainedP90))
+				var rows [][]string
+				for _, s := range su.Above {
+					rows = append(rows, row("one router (not sustained)", s))
+				}
+				if su.Sustained() {
+					rows = append(rows, row("one router", su.One), row(fmt.Sprintf("%d routers behind Nginx", FleetSize), su.Fleet))
+				}
+				b.WriteString(harness.Table([]string{"", "req/s", "p50 TTFT (s)", "p90 (s)", "p99 (s)", "prefix hit rate", "served whole"}, rows, true) + "\n")
 			}
 		}
 	}
@@ -155,14 +162,24 @@ func (r Result) FleetVsOne(n int) (ttft, hits Comparison) {
 	}
 	cv, _ := r.Curve(n, Shared, Fleet)
 	su := cv.Sustained
-	if su == nil {
+	switch {
+	case su == nil:
 		return Comparison{Known: true, Measured: "no sustained comparison (" + atKnee + ")"}, Comparison{Known: true, Measured: "no sustained comparison"}
+	case !su.Sustained():
+		why := fmt.Sprintf("one router sustained none of %d rates down to %.1f req/s (%s)", len(su.Above), su.Rate, atKnee)
+		return Comparison{Known: true, Measured: why}, Comparison{Known: true, Measured: why}
+	}
+	share := "?"
+	if one, ok := r.Curve(n, Shared, "prefix"); ok {
+		if k, ok := one.Knee(); ok {
+			share = fmt.Sprintf("%.0f%%", 100*su.Rate/k.Rate)
+		}
 	}
 	ratio := su.Fleet.P90.Seconds() / su.One.P90.Seconds()
 	diff := 100 * (su.Fleet.HitRate - su.One.HitRate)
 	return Comparison{Known: true, Met: ratio <= 1.2 && su.Fleet.OK == su.Fleet.Sent,
-			Measured: fmt.Sprintf("%.2f× (%ss vs %ss over %s at %.1f req/s, %.0f%% of one router's knee, %d/%d served; %s)",
-				ratio, secs(su.Fleet.P90), secs(su.One.P90), sustainedWindow, su.Rate, 100*sustainedShare, su.Fleet.OK, su.Fleet.Sent, atKnee)},
+			Measured: fmt.Sprintf("%.2f× (%ss vs %ss over %s at %.1f req/s, %s of one router's knee, %d/%d served; %s)",
+				ratio, secs(su.Fleet.P90), secs(su.One.P90), sustainedWindow, su.Rate, share, su.Fleet.OK, su.Fleet.Sent, atKnee)},
 		Comparison{Known: true, Met: math.Abs(diff) <= 5,
 			Measured: fmt.Sprintf("%+.1f points (%.0f%% vs %.0f%% over %s at %.1f req/s)", diff, 100*su.Fleet.HitRate, 100*su.One.HitRate, sustainedWindow, su.Rate)}
 }

@@ -83,7 +83,7 @@ func TestFleetVsOne(t *testing.T) {
 	fleet.Sustained = &Sustained{Rate: 40, One: step(40, 100*time.Millisecond, 0.95), Fleet: step(40, 110*time.Millisecond, 0.92)}
 	r = Result{Curves: []Curve{one, fleet}}
 	tt, hits = r.FleetVsOne(2)
-	if !tt.Met || !strings.HasPrefix(tt.Measured, "1.10× (0.11s vs 0.10s over 30s at 40.0 req/s, 50% of one router's knee, 100/100 served; at the ladder's knee step, 50.0 req/s: 3.00×") {
+	if !tt.Met || !strings.HasPrefix(tt.Measured, "1.10× (0.11s vs 0.10s over 30s at 40.0 req/s, 80% of one router's knee, 100/100 served; at the ladder's knee step, 50.0 req/s: 3.00×") {
 		t.Errorf("sustained 1.1×: %+v", tt)
 	}
 	if !hits.Met || !strings.HasPrefix(hits.Measured, "-3.0 points") {
@@ -93,5 +93,22 @@ func TestFleetVsOne(t *testing.T) {
 	fleet.Sustained.Fleet.OK = 99
 	if tt, hits = r.FleetVsOne(2); tt.Met || hits.Met {
 		t.Errorf("sustained 1.3×, one failed, 10 points: %+v %+v", tt, hits)
+	}
+	// One router sustained only a lower rate: the fleet is judged there.
+	fleet.Sustained = &Sustained{Rate: 20, One: step(20, 100*time.Millisecond, 0.95), Fleet: step(20, 100*time.Millisecond, 0.95),
+		Above: []Step{step(25, 900*time.Millisecond, 0.9)}}
+	r = Result{Curves: []Curve{one, fleet}}
+	if tt, _ = r.FleetVsOne(2); !tt.Met || !strings.HasPrefix(tt.Measured, "1.00× (0.10s vs 0.10s over 30s at 20.0 req/s, 40% of one router's knee") {
+		t.Errorf("sustained at a lower rate: %+v", tt)
+	}
+	// One router sustained no rate: nothing to judge the fleet at.
+	fleet.Sustained = &Sustained{Rate: 16, Above: []Step{step(25, time.Second, 0.9), step(20, time.Second, 0.9), step(16, time.Second, 0.9)}}
+	r = Result{Curves: []Curve{one, fleet}}
+	tt, hits = r.FleetVsOne(2)
+	if tt.Met || hits.Met || !strings.HasPrefix(tt.Measured, "one router sustained none of 3 rates down to 16.0 req/s") {
+		t.Errorf("no sustained rate: %+v %+v", tt, hits)
+	}
+	if md := markdown(Config{Replicas: []int{2}, Workloads: []string{Shared}, Policies: []string{"prefix", Fleet}, Duration: 5 * time.Second}, r); !strings.Contains(md, "| one router (not sustained) | 16.0 |") {
+		t.Errorf("report lacks the unsustained rates:\n%s", md)
 	}
 }

@@ -98,7 +98,7 @@ type Config struct {
 	// the httpx defaults.
 	Edge httpx.Limits
 	// Routing is the replica balancer's configuration: ROUTING_POLICY
-	// (default prefix), ROUTING_THRESHOLD (default 8 requests),
+	// (default prefix), ROUTING_THRESHOLD (default 12 requests),
 	// ROUTING_SESSION_HEADER (default X-Session-ID), ROUTING_SCRAPE_S
 	// (default 1 s; the scrape timeout is PROBE_TIMEOUT_S) and
 	// ROUTING_INDEX_BLOCKS (0: balance.DefaultIndexBlocks).

@@ -29,7 +29,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		MCPSessionMax: 24 * time.Hour,
 		Edge: httpx.Limits{ReadHeaderTimeout: 10 * time.Second, BodyTimeout: 60 * time.Second, IdleTimeout: 90 * time.Second,
 			WriteTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConns: 4096},
-		Routing: balance.Config{Policy: balance.Prefix, Threshold: 8, SessionHeader: "X-Session-ID",
+		Routing: balance.Config{Policy: balance.Prefix, Threshold: 12, SessionHeader: "X-Session-ID",
 			ScrapeInterval: time.Second, ScrapeTimeout: 3 * time.Second, SaturatedKV: 0.95},
 		FlowLimits: flow.Config{MaxWait: flow.DefaultMaxWait, MaxQueue: flow.DefaultMaxQueue, MaxTotal: flow.DefaultMaxTotal, Burst: flow.DefaultBurst},
 		Drain:      5 * time.Second, ShutdownTimeout: 30 * time.Second,

@@ -142,7 +142,8 @@ func TestSharedPrefixSticksThenSpills(t *testing.T) {
 	first, _ := f.send(Request{Keys: keys(system + "user: q0")})
 	warm := first.Order[0].Group
 	// The warm replica takes the prefix until it carries Threshold more
-	// than the idle one (its load 1..8 against 0), then the next spills.
+	// than the idle one (its load 1..Threshold against 0), then the next
+	// spills.
 	for i := 1; i <= DefaultThreshold; i++ {
 		d, _ := f.send(Request{Keys: keys(system + fmt.Sprintf("user: q%d", i))})
 		if d.Order[0].Group != warm || d.Reason != Affinity {
@@ -157,19 +158,19 @@ func TestSharedPrefixSticksThenSpills(t *testing.T) {
 		t.Fatalf("request past the threshold went to %s (%s), want the other replica as fallback", d.Order[0].Group, d.Reason)
 	}
 	// Both hold the prefix now; the first holder is back within
-	// Threshold of the other (9 against 1), so it takes it: the spilled
-	// copy is not kept warm.
+	// Threshold of the other (Threshold+1 against 1), so it takes it:
+	// the spilled copy is not kept warm.
 	d, _ = f.send(Request{Keys: keys(system + "user: after")})
 	if d.Order[0].Group != warm || d.Reason != Affinity {
 		t.Fatalf("after the spill: %s (%s), want %s, the first holder, by affinity", d.Order[0].Group, d.Reason, warm)
 	}
 	hit := value(f.b.m.blocks.WithLabelValues("m", "hit"))
 	miss := value(f.b.m.blocks.WithLabelValues("m", "miss"))
-	// 11 prompts of 7 blocks (6 full of system prompt, then the rest of
-	// it with the question): the first and the spill miss all 7, the
-	// other 9 hit 6 and miss the last.
-	if hit != 9*6 || miss != 2*7+9 {
-		t.Errorf("prefix blocks hit=%v miss=%v; want 54 and 23", hit, miss)
+	// Threshold+3 prompts of 7 blocks (6 full of system prompt, then the
+	// rest of it with the question): the first and the spill miss all 7,
+	// the other Threshold+1 hit 6 and miss the last.
+	if wantHit, wantMiss := float64((DefaultThreshold+1)*6), float64(2*7+DefaultThreshold+1); hit != wantHit || miss != wantMiss {
+		t.Errorf("prefix blocks hit=%v miss=%v; want %v and %v", hit, miss, wantHit, wantMiss)
 	}
 	if got := value(f.b.m.decisions.WithLabelValues("m", warm, "affinity")); got != DefaultThreshold+1 {
 		t.Errorf("affinity decisions for %s = %v, want %d", warm, got, DefaultThreshold+1)
