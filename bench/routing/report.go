@@ -96,11 +96,13 @@ func markdown(cfg Config, r Result) string {
 			if c, ok := r.Curve(n, w, Fleet); ok && c.Sustained != nil {
 				su := c.Sustained
 				row := func(name string, s Step) []string {
-					return []string{name, fmt.Sprintf("%.1f", s.Rate), secs(s.P50), secs(s.P90), secs(s.P99), fmt.Sprintf("%.0f%%", 100*s.HitRate), fmt.Sprintf("%d/%d", s.OK, s.Sent)}
+					return []string{name, fmt.Sprintf("%.1f", s.Rate), secs(s.P50), secs(s.P90), secs(s.P99), fmt.Sprintf("%.1f%%", 100*s.HitRate), fmt.Sprint(s.Spills), fmt.Sprintf("%d/%d", s.OK, s.Sent)}
 				}
 				fmt.Fprintf(&b, "Sustained comparison: one prefix router, then the fleet, each a %s warm-up at 95%% of the rate and a measured %s step, "+
 					"the two measured steps with the same arrivals and texts. The rate starts at %.0f%% of one router's knee and steps down by %.0f%% "+
-					"(at most %d rates) while one router's p90 there passes %s s or a request fails:\n\n",
+					"(at most %d rates) while one router's p90 there passes %s s or a request fails. "+
+					"A spill is a prompt some replica holds sent to another by load: a cold prefill there, which every request behind it waits for, "+
+					"and, in a full KV cache, another prompt's blocks evicted:\n\n",
 					sustainedWarmup, sustainedWindow, 100*sustainedShare, 100*(1-sustainedBackoff), sustainedTries, secs(sustainedP90))
 				var rows [][]string
 				for _, s := range su.Above {
@@ -109,7 +111,7 @@ func markdown(cfg Config, r Result) string {
 				if su.Sustained() {
 					rows = append(rows, row("one router", su.One), row(fmt.Sprintf("%d routers behind Nginx", FleetSize), su.Fleet))
 				}
-				b.WriteString(harness.Table([]string{"", "req/s", "p50 TTFT (s)", "p90 (s)", "p99 (s)", "prefix hit rate", "served whole"}, rows, true) + "\n")
+				b.WriteString(harness.Table([]string{"", "req/s", "p50 TTFT (s)", "p90 (s)", "p99 (s)", "prefix hit rate", "spills (fallback decisions)", "served whole"}, rows, true) + "\n")
 			}
 		}
 	}

@@ -178,6 +178,10 @@ type Step struct {
 	Sent, OK      int
 	// Failures counts the failed requests by what the client saw.
 	Failures map[string]int
+	// Spills counts the step's fallback decisions (a prompt some replica
+	// holds sent elsewhere by load, a cold prefill), for the sustained
+	// steps only.
+	Spills int
 }
 
 func (s Step) success() float64 {
@@ -787,12 +791,24 @@ func (b *bench) sustained(ctx context.Context, cfg Config, text string, knee flo
 		}
 		meas := cfg
 		meas.Duration = sustainedWindow
-		st, err := b.step(ctx, meas, Shared, p, text, cacheSalt, rate)
-		if err == nil {
-			fmt.Fprintf(os.Stderr, "routing: sustained %.1f req/s for %v, %s: p90 %ss, %d/%d served, hit %.0f%%%s\n",
-				rate, sustainedWindow, p, secs(st.P90), st.OK, st.Sent, 100*st.HitRate, failuresText(st.Failures))
+		before, err := b.decisions(p)
+		if err != nil {
+			return Step{}, err
 		}
-		return st, err
+		st, err := b.step(ctx, meas, Shared, p, text, cacheSalt, rate)
+		if err != nil {
+			return st, err
+		}
+		after, err := b.decisions(p)
+		if err != nil {
+			return st, err
+		}
+		for _, rs := range diffDecisions(after, before) {
+			st.Spills += int(rs["fallback"])
+		}
+		fmt.Fprintf(os.Stderr, "routing: sustained %.1f req/s for %v, %s: p90 %ss, %d/%d served, hit %.1f%%, %d spills%s\n",
+			rate, sustainedWindow, p, secs(st.P90), st.OK, st.Sent, 100*st.HitRate, st.Spills, failuresText(st.Failures))
+		return st, nil
 	}
 	rate := sustainedShare * knee
 	for try := 1; ; try++ {

@@ -97,7 +97,12 @@ func TestFleetVsOne(t *testing.T) {
 	// One router sustained only a lower rate: the fleet is judged there.
 	fleet.Sustained = &Sustained{Rate: 20, One: step(20, 100*time.Millisecond, 0.95), Fleet: step(20, 100*time.Millisecond, 0.95),
 		Above: []Step{step(25, 900*time.Millisecond, 0.9)}}
+	fleet.Sustained.Fleet.Spills = 9
 	r = Result{Curves: []Curve{one, fleet}}
+	mdCfg := Config{Replicas: []int{2}, Workloads: []string{Shared}, Policies: []string{"prefix", Fleet}, Duration: 5 * time.Second}
+	if md := markdown(mdCfg, r); !strings.Contains(md, "| 3 routers behind Nginx | 20.0 | 0.00 | 0.10 | 0.00 | 95.0% | 9 | 100/100 |") {
+		t.Errorf("report lacks the fleet's sustained row with its spills:\n%s", md)
+	}
 	if tt, _ = r.FleetVsOne(2); !tt.Met || !strings.HasPrefix(tt.Measured, "1.00× (0.10s vs 0.10s over 30s at 20.0 req/s, 40% of one router's knee") {
 		t.Errorf("sustained at a lower rate: %+v", tt)
 	}
@@ -108,7 +113,7 @@ func TestFleetVsOne(t *testing.T) {
 	if tt.Met || hits.Met || !strings.HasPrefix(tt.Measured, "one router sustained none of 3 rates down to 16.0 req/s") {
 		t.Errorf("no sustained rate: %+v %+v", tt, hits)
 	}
-	if md := markdown(Config{Replicas: []int{2}, Workloads: []string{Shared}, Policies: []string{"prefix", Fleet}, Duration: 5 * time.Second}, r); !strings.Contains(md, "| one router (not sustained) | 16.0 |") {
+	if md := markdown(mdCfg, r); !strings.Contains(md, "| one router (not sustained) | 16.0 | 0.00 | 1.00 | 0.00 | 90.0% | 0 | 100/100 |") {
 		t.Errorf("report lacks the unsustained rates:\n%s", md)
 	}
 }
