@@ -44,7 +44,7 @@ type fleet struct {
 }
 
 // fleetDrain is the routers' SERVE_DRAIN_S: longer than the sample's
-// keepalive_timeout (4 s), as the manual asks.
+// keepalive_timeout (2 s), as the manual asks.
 const fleetDrain = "5"
 
 func startFleet(t *testing.T, routers int, env ...string) *fleet {
