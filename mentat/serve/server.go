@@ -224,7 +224,8 @@ func (s *Server) Run(ctx context.Context) error {
 	srv.BaseContext = func(net.Listener) context.Context { return s.hardStop }
 	srv.ConnState = s.conns.connState
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(s.conns.listener(s.cfg.Edge.Listener(s.ln))) }()
+	ln := s.conns.listener(s.cfg.Edge.Listener(s.ln))
+	go func() { serveErr <- srv.Serve(ln) }()
 
 	var err error
 	served := false // serveErr was received
@@ -240,9 +241,11 @@ func (s *Server) Run(ctx context.Context) error {
 	if stopped.IsZero() {
 		stopped = time.Now()
 	}
-	n := s.shutdown(srv)
+	n := s.shutdown(srv, ln)
 	if !served {
-		if e := <-serveErr; !errors.Is(e, http.ErrServerClosed) {
+		// The stop closed the listener (net.ErrClosed) or, past a cut,
+		// the server.
+		if e := <-serveErr; !errors.Is(e, net.ErrClosed) && !errors.Is(e, http.ErrServerClosed) {
 			err = e
 		}
 	}

@@ -21,8 +21,17 @@ import (
 //     request on it at that moment, and such a request (a POST already
 //     written) would not be retried elsewhere.
 //  2. shutdown, SERVE_SHUTDOWN_S: the listener closes (a balancer's new
-//     connection is refused, which it retries on another router), idle
-//     connections close, and requests and streams in flight run on.
+//     connection is refused, which it retries on another router), and
+//     requests and streams in flight run on. The listener closes only
+//     when the kernel's accept queue is empty (closeListener): closing it
+//     resets every connection still queued, whose requests a balancer
+//     has already sent and would not send again. An idle connection is
+//     closed once it has been idle for SERVE_DRAIN_S, not at once: a
+//     keep-alive answer whose head went out before the drain carries no
+//     Connection: close, so its connection went back to the balancer's
+//     pool when it ended, maybe a moment ago; a balancer whose
+//     keepalive_timeout is below SERVE_DRAIN_S closes it first, and a
+//     request it sends meanwhile is served (with Connection: close).
 //  3. cut: past SERVE_SHUTDOWN_S, HardStop ends, and with it the context
 //     of every request still running, so its handler can end it cleanly
 //     (the proxy ends a stream with an error event and no [DONE]); cutGrace
@@ -95,36 +104,63 @@ type stopCounts struct {
 	cut, forced int64
 }
 
-// shutdown is phases 2 and 3.
-func (s *Server) shutdown(srv *http.Server) stopCounts {
+// shutdown is phases 2 and 3; ln is the listener srv serves.
+func (s *Server) shutdown(srv *http.Server, ln net.Listener) stopCounts {
 	s.draining.Store(true) // also when the listener failed: not ready from here on
-	s.log.Info("serve_shutting_down", "timeout", s.cfg.ShutdownTimeout, "requests", s.active.Load(), "idle_closed", s.conns.idle())
+	s.log.Info("serve_shutting_down", "timeout", s.cfg.ShutdownTimeout, "requests", s.active.Load(), "idle", s.conns.idle())
 	s.endShuttingDown()
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	err := srv.Shutdown(ctx)
-	cancel()
+	defer cancel()
+	if queued := closeListener(ctx, s.ln, ln); queued > 0 {
+		s.log.Warn("serve_listener_reset", "queued", queued, "after", s.cfg.ShutdownTimeout)
+	}
 	var n stopCounts
-	if err == nil {
+	if s.conns.settle(ctx, s.cfg.Drain) {
+		_ = srv.Close()
 		return n
 	}
 	n.cut = s.active.Load()
 	s.log.Warn("serve_cutting", "requests", n.cut, "after", s.cfg.ShutdownTimeout)
 	s.cut(errCut)
-	ctx, cancel = context.WithTimeout(context.Background(), cutGrace)
-	defer cancel()
-	if srv.Shutdown(ctx) != nil {
+	gctx, gcancel := context.WithTimeout(context.Background(), cutGrace)
+	defer gcancel()
+	if !s.conns.settle(gctx, 0) {
 		n.forced = s.active.Load()
-		_ = srv.Close()
 	}
+	_ = srv.Close()
 	return n
 }
 
-// conns tracks the listener's open connections and the net/http state of
-// each (ConnState), so that the shutdown can say how many idle
-// keep-alive connections it closes: each is one a client may be sending
-// a request on at that moment. Behind a balancer whose own idle timeout
-// is below SERVE_DRAIN_S there are none. Adding and removing a
-// connection takes the lock; a state change is one atomic store.
+// settleTick is how often settle looks at the connections.
+const settleTick = 10 * time.Millisecond
+
+// closeListener closes ln (which wraps raw) once raw's accept queue is
+// empty, or when ctx ends; it returns how many connections were still
+// queued then (and so reset). Where the queue cannot be read it closes at
+// once.
+func closeListener(ctx context.Context, raw, ln net.Listener) (queued int) {
+	defer ln.Close()
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for {
+		n, ok := acceptQueue(raw)
+		if !ok || n == 0 {
+			return 0
+		}
+		select {
+		case <-ctx.Done():
+			return n
+		case <-t.C:
+		}
+	}
+}
+
+// conns tracks the listener's open connections, the net/http state of
+// each (ConnState) and since when it has been in it, so that the
+// shutdown closes an idle connection only once it has been idle for
+// SERVE_DRAIN_S (stop.go), which net/http's Shutdown cannot: it closes
+// every idle connection at once. Adding and removing a connection takes
+// the lock; a state change is two atomic stores.
 type conns struct {
 	mu  sync.Mutex
 	set map[*trackedConn]struct{}
@@ -134,6 +170,7 @@ type trackedConn struct {
 	net.Conn
 	owner *conns
 	state atomic.Int32 // an http.ConnState
+	since atomic.Int64 // unix nanoseconds: accepted, or last gone idle
 	once  sync.Once
 }
 
@@ -145,6 +182,9 @@ func (cs *conns) listener(ln net.Listener) net.Listener {
 // connState is the http.Server's ConnState hook.
 func (cs *conns) connState(c net.Conn, st http.ConnState) {
 	if tc, ok := c.(*trackedConn); ok {
+		if st == http.StateIdle {
+			tc.since.Store(time.Now().UnixNano())
+		}
 		tc.state.Store(int32(st))
 	}
 }
@@ -162,6 +202,49 @@ func (cs *conns) idle() int {
 	return n
 }
 
+// settle closes each connection once it has been idle (or open with no
+// request yet) for minIdle, until none is left but hijacked ones, and
+// reports whether that happened before ctx ended.
+func (cs *conns) settle(ctx context.Context, minIdle time.Duration) bool {
+	t := time.NewTicker(settleTick)
+	defer t.Stop()
+	for {
+		if cs.closeIdle(time.Now().Add(-minIdle)) == 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// closeIdle closes the connections idle or new since before cutoff and
+// returns how many others are open (hijacked ones are not counted:
+// net/http no longer serves them).
+func (cs *conns) closeIdle(cutoff time.Time) (open int) {
+	var done []*trackedConn
+	cs.mu.Lock()
+	for c := range cs.set {
+		switch http.ConnState(c.state.Load()) {
+		case http.StateHijacked:
+			continue
+		case http.StateIdle, http.StateNew:
+			if c.since.Load() <= cutoff.UnixNano() {
+				done = append(done, c)
+				continue
+			}
+		}
+		open++
+	}
+	cs.mu.Unlock()
+	for _, c := range done {
+		c.Close()
+	}
+	return open
+}
+
 type trackingListener struct {
 	net.Listener
 	cs *conns
@@ -173,6 +256,7 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	tc := &trackedConn{Conn: c, owner: l.cs}
+	tc.since.Store(time.Now().UnixNano())
 	l.cs.mu.Lock()
 	if l.cs.set == nil {
 		l.cs.set = map[*trackedConn]struct{}{}

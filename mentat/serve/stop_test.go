@@ -79,6 +79,16 @@ func stream(t *testing.T, url string) *bufio.Reader {
 	return bufio.NewReader(resp.Body)
 }
 
+// slow answers "begun", and "ended" once release is closed.
+func slow(release <-chan struct{}) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "begun\n")
+		w.(http.Flusher).Flush()
+		<-release
+		io.WriteString(w, "ended\n")
+	})
+}
+
 // A stop drains first: /readyz is 503 at once, and the router serves on
 // with Connection: close on every answer, new connections included. Then
 // it stops accepting, lets the requests in flight finish, and returns.
@@ -86,14 +96,7 @@ func TestStopDrainsThenWaits(t *testing.T) {
 	cfg := testConfig()
 	cfg.Drain, cfg.ShutdownTimeout = 800*time.Millisecond, 10*time.Second
 	release := make(chan struct{})
-	st := startStoppable(t, cfg, func(s *Server) {
-		s.Handle("GET /slow", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			io.WriteString(w, "begun\n")
-			w.(http.Flusher).Flush()
-			<-release
-			io.WriteString(w, "ended\n")
-		}))
-	})
+	st := startStoppable(t, cfg, func(s *Server) { s.Handle("GET /slow", slow(release)) })
 	if code, _, _ := health(t, "GET", st.base+"/readyz"); code != 200 {
 		t.Fatalf("/readyz before the stop: %d", code)
 	}
@@ -154,7 +157,7 @@ func TestStopDrainsThenWaits(t *testing.T) {
 			t.Errorf("%s logged %d times:\n%s", ev, st.logs.CountEvent(ev), logs)
 		}
 	}
-	if !strings.Contains(logs, "requests=1 idle_closed=1") {
+	if !strings.Contains(logs, "requests=1 idle=1") {
 		t.Errorf("serve_shutting_down does not count the request in flight and the idle connection:\n%s", logs)
 	}
 	if st.logs.CountEvent("serve_cutting") != 0 || !strings.Contains(logs, "requests_cut=0 requests_forced=0") {
@@ -207,6 +210,148 @@ func TestStopCutsAtTheLimit(t *testing.T) {
 	}
 	logs := st.logs.String()
 	if st.logs.CountEvent("serve_cutting") != 1 || !regexp.MustCompile(`event=serve_stopped elapsed=\S+ requests_cut=2 requests_forced=1`).MatchString(logs) {
+		t.Errorf("logs:\n%s", logs)
+	}
+}
+
+// getOn writes a GET for path on c and reads the answer whole.
+func getOn(t *testing.T, c net.Conn, br *bufio.Reader, path string) *http.Response {
+	t.Helper()
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: r\r\n\r\n"); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatalf("GET %s body: %v", path, err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+// listenerClosed waits until a new connection to st is refused.
+func listenerClosed(t *testing.T, st *stoppable) {
+	t.Helper()
+	eventually(t, "the listener to close", func() bool {
+		c, err := net.DialTimeout("tcp", st.srv.Addr().String(), time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+}
+
+// A keep-alive answer whose head went out before the drain ends without
+// Connection: close, so its client (a balancer's pool) may send the next
+// request on that connection even after the listener closed. The
+// shutdown keeps such a connection open until it has been idle for
+// SERVE_DRAIN_S, and serves what arrives on it meanwhile; net/http's own
+// Shutdown would close it the moment the answer ended.
+func TestStopKeepsYoungIdleConnections(t *testing.T) {
+	cfg := testConfig()
+	cfg.Drain, cfg.ShutdownTimeout = 400*time.Millisecond, 10*time.Second
+	release := make(chan struct{})
+	st := startStoppable(t, cfg, func(s *Server) { s.Handle("GET /slow", slow(release)) })
+	type client struct {
+		c  net.Conn
+		br *bufio.Reader
+	}
+	var cs [2]client
+	for i := range cs {
+		c, err := net.Dial("tcp", st.srv.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		cs[i] = client{c, bufio.NewReader(c)}
+		io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: r\r\n\r\n")
+	}
+	resps := make([]*http.Response, len(cs))
+	for i := range cs {
+		resp, err := http.ReadResponse(cs[i].br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resps[i] = resp
+	}
+	st.stop()
+	listenerClosed(t, st)
+	close(release)
+	var ended time.Time
+	for i, resp := range resps {
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || string(body) != "begun\nended\n" || resp.Close {
+			t.Fatalf("slow %d: %q %v, close %v", i, body, err, resp.Close)
+		}
+		ended = time.Now()
+	}
+	// The first client sends its next request on the connection after a
+	// moment, as a balancer's pool would: it is served, and ends the
+	// connection.
+	time.Sleep(cfg.Drain / 4)
+	if resp := getOn(t, cs[0].c, cs[0].br, "/livez"); resp.StatusCode != 200 || !resp.Close {
+		t.Errorf("a request on a young idle connection: %d, close %v", resp.StatusCode, resp.Close)
+	}
+	// The second sends nothing: its connection closes once idle for the
+	// drain, not before.
+	cs[1].c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := cs[1].br.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("the idle connection: %d bytes, %v", n, err)
+	}
+	if d := time.Since(ended); d < cfg.Drain {
+		t.Errorf("an idle connection closed %v after its answer, before SERVE_DRAIN_S", d)
+	}
+	st.wait(t, 5*time.Second)
+	if logs := st.logs.String(); !strings.Contains(logs, "requests_cut=0 requests_forced=0") || st.logs.CountEvent("serve_listener_reset") != 0 {
+		t.Errorf("logs:\n%s", logs)
+	}
+}
+
+// Closing a listener resets the connections queued in the kernel that
+// Accept has not taken, whose requests a balancer has already sent. The
+// shutdown closes the listener only once that queue is empty: here the
+// one connection the cap allows holds a request while a second waits in
+// the queue with its request written, and the second is served.
+func TestStopServesTheAcceptQueue(t *testing.T) {
+	cfg := testConfig()
+	cfg.Drain, cfg.ShutdownTimeout = 10*time.Millisecond, 10*time.Second
+	cfg.Edge.MaxConns = 1
+	release := make(chan struct{})
+	st := startStoppable(t, cfg, func(s *Server) {
+		s.Handle("GET /slow", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Connection", "close")
+			io.WriteString(w, "begun\n")
+			w.(http.Flusher).Flush()
+			<-release
+		}))
+	})
+	first := stream(t, st.base+"/slow")
+	first.ReadString('\n')
+	queued, err := net.Dial("tcp", st.srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer queued.Close()
+	io.WriteString(queued, "GET /livez HTTP/1.1\r\nHost: r\r\n\r\n")
+	n, ok := acceptQueue(st.srv.ln)
+	if !ok {
+		t.Skip("the accept queue cannot be read on this system")
+	}
+	if n != 1 {
+		t.Fatalf("accept queue %d, want 1", n)
+	}
+	st.stop()
+	// The stop waits for the queue, well past the drain.
+	time.Sleep(20 * cfg.Drain)
+	close(release)
+	queued.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if resp, err := http.ReadResponse(bufio.NewReader(queued), nil); err != nil || resp.StatusCode != 200 || !resp.Close {
+		t.Errorf("the queued connection's request: %v %v", resp, err)
+	}
+	st.wait(t, 5*time.Second)
+	if logs := st.logs.String(); st.logs.CountEvent("serve_listener_reset") != 0 || !strings.Contains(logs, "requests_cut=0") {
 		t.Errorf("logs:\n%s", logs)
 	}
 }
