@@ -229,7 +229,7 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 			for i := range cs {
 				cs[i].depth = depth[i]
 			}
-			pick, reason = b.prefix(cs, req.Keys)
+			pick, reason = b.prefix(cs, req.Keys, now)
 		}
 	case Session:
 		if req.Session != "" {
@@ -281,27 +281,40 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 //  1. the first replica that holds a long match of the prompt
 //     (MinAffinityShare of it), or is the prompt's home (the first in
 //     the order) while another does and the match is AnchorBlocks or
-//     longer, within Threshold of the least-loaded replica's load, with
-//     room or not (flow control): a wait in its engine's queue keeps one
-//     copy of the prefix warm, where taking whichever replica has room
-//     would keep every copy warm and crowd the caches.
+//     longer, whose engine has room for it (roomKnown), or whose load is
+//     within Threshold of the least-loaded replica's, with room or not
+//     (flow control): a wait in its engine's queue keeps one copy of the
+//     prefix warm, where taking whichever replica has room would keep
+//     every copy warm and crowd the caches.
 //  2. else the first replica within HomeSlack of the least loaded (the
 //     least loaded itself at the latest): a new prompt's home, and the
 //     next replica of its order when the home is busy or the holders
 //     are past Threshold.
 //
-// A prefix therefore lives on its home while the home is within
-// Threshold of the least loaded, spills onto the same replica from every
-// router when it is not, and flows back when it is again, so a spilled
-// copy ages out of its cache instead of doubling the prefix's footprint.
-// The home counts as a holder of a recurring long prefix even when this
-// router never sent it there: routers share no index, and the other
-// routers' requests keep it warm there (this router pays one miss if
-// none did). The anchor is the prompt's AnchorBlocks-th block, or the
-// last block of the longest match when that is shorter. Routers
-// walk the same order over loads that differ only by their scrapes' age,
-// so they agree on a replica without telling each other anything.
-func (b *Balancer) prefix(cs []cand, keys []uint64) (int, Reason) {
+// Load alone does not move a prefix off a holder whose engine has room:
+// the request joins its running batch at once and prefills only its
+// own tail, where a spill is a cold prefill of the whole prefix on
+// another replica that holds up that replica's prefill and takes cache
+// space other prefixes held. Threshold is the bound once the engine
+// pushes back (queues, fills its KV cache, reaches its capacity), or
+// when its numbers are stale. Routers behind a balancer see each other's
+// load only through scrapes, so their load figures are noisier than one
+// router's; a spill on noise alone cost the fleet its p90 TTFT
+// (bench/routing's sustained comparison).
+//
+// A prefix therefore lives on its home while the home has room or is
+// within Threshold of the least loaded, spills onto the same replica
+// from every router when it is not, and flows back when it is again, so
+// a spilled copy ages out of its cache instead of doubling the prefix's
+// footprint. The home counts as a holder of a recurring long prefix
+// even when this router never sent it there: routers share no index,
+// and the other routers' requests keep it warm there (this router pays
+// one miss if none did). The anchor is the prompt's AnchorBlocks-th
+// block, or the last block of the longest match when that is shorter.
+// Routers walk the same order over loads that differ only by their
+// scrapes' age, so they agree on a replica without telling each other
+// anything.
+func (b *Balancer) prefix(cs []cand, keys []uint64, now time.Time) (int, Reason) {
 	n := len(keys)
 	deepest := 0
 	for i := range cs {
@@ -336,7 +349,7 @@ func (b *Balancer) prefix(cs []cand, keys []uint64) (int, Reason) {
 		// prefix: the request needs few new blocks there.
 		h := *c
 		h.load -= c.kvFull
-		ok := b.withinLoad(&h, least, b.cfg.Threshold)
+		ok := b.withinLoad(&h, least, b.cfg.Threshold) || (c.rank <= least.rank && b.roomKnown(c.st, c.rt, now))
 		switch {
 		case ok && holds:
 			return i, Affinity
@@ -465,6 +478,15 @@ func (b *Balancer) Free(reps []*routes.Route) int {
 		return unlimited
 	}
 	return total
+}
+
+// roomKnown reports whether a replica's engine is known to take one
+// more request into its running batch now: its numbers are fresh and
+// free finds room (no queue, KV cache below SaturatedKV, below its
+// capacity when one is set or learned).
+func (b *Balancer) roomKnown(st *replicaState, rt *routes.Route, now time.Time) bool {
+	l := st.load.Load()
+	return l != nil && l.OK && now.Sub(l.At) <= b.cfg.staleAfter() && b.free(st, rt, now) > 0
 }
 
 // free is one replica's room (one that has not refused a connection).

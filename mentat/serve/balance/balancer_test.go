@@ -55,6 +55,11 @@ func newFixture(t *testing.T, p Policy, n int) *fixture {
 	return f
 }
 
+// atCapacity makes every engine count as full with one request in
+// flight (FLOW_MAX_INFLIGHT 1), so that Threshold alone keeps a prefix
+// on its replica: a holder with room keeps it whatever its load.
+func (f *fixture) atCapacity() { f.b.cfg.MaxInflight = 1 }
+
 func keys(text string) []uint64 {
 	b := GetBlocks()
 	defer PutBlocks(b)
@@ -138,6 +143,7 @@ func TestLeastLoadedFollowsInflight(t *testing.T) {
 
 func TestSharedPrefixSticksThenSpills(t *testing.T) {
 	f := newFixture(t, Prefix, 2)
+	f.atCapacity()
 	system := "system: " + strings.Repeat("you are a careful assistant for tenant one. ", 40)
 	first, _ := f.send(Request{Keys: keys(system + "user: q0")})
 	warm := first.Order[0].Group
@@ -179,6 +185,7 @@ func TestSharedPrefixSticksThenSpills(t *testing.T) {
 
 func TestThresholdIsConfigurable(t *testing.T) {
 	f := newFixture(t, Prefix, 2)
+	f.atCapacity()
 	f.b.cfg.Threshold = 2
 	system := strings.Repeat("shared system prompt ", 50)
 	first, _ := f.send(Request{Keys: keys(system + "0")})
@@ -198,10 +205,10 @@ func TestPreloadedReplicaAvoided(t *testing.T) {
 			f := newFixture(t, p, 2)
 			system := strings.Repeat("tenant prompt ", 100)
 			// Warm g0 with the prefix, then load it behind the router's
-			// back: its engine reports 20 running.
+			// back: its engine reports 20 running and a queue.
 			req := Request{Keys: keys(system + "x")}
 			f.b.Start(Request{Model: "m", Keys: req.Keys}, f.reps[0], Load, 0).End()
-			f.b.Observe("g0", EngineLoad{Running: 20, At: f.now, OK: true})
+			f.b.Observe("g0", EngineLoad{Running: 20, Waiting: 2, At: f.now, OK: true})
 			for i := range 20 {
 				d, tk := f.send(Request{Keys: keys(system + fmt.Sprint(i)), Session: fmt.Sprint("s", i)})
 				if d.Order[0].Group != "g1" {
@@ -727,6 +734,7 @@ func TestFree(t *testing.T) {
 // and every router picks alike; past that, to the less loaded.
 func TestSpilledPrefixFlowsBackHome(t *testing.T) {
 	f := newFixture(t, Prefix, 2)
+	f.atCapacity()
 	req := Request{Model: "m", Keys: keys(strings.Repeat("a document both replicas were sent. ", 80) + "question")}
 	home, other := f.heldByBoth(req)
 	for extra := 1; extra <= DefaultThreshold+1; extra++ {
@@ -892,12 +900,12 @@ func TestRoutersAgreeOnSpills(t *testing.T) {
 		}
 		f.b.Start(req, d.Order[0], d.Reason, d.Matched).End()
 	}
-	// The home's engine runs Threshold+2 of other clients' requests; a
-	// carries one request of its own on the next replica in the order, b
-	// one on each of the two after it, so a sees those two least loaded
-	// and b the next one.
+	// The home's engine runs Threshold+2 of other clients' requests and
+	// queues one; a carries one request of its own on the next replica
+	// in the order, b one on each of the two after it, so a sees those
+	// two least loaded and b the next one.
 	for _, f := range []*fixture{a, b} {
-		f.b.Observe(home.Group, EngineLoad{Running: DefaultThreshold + 2, At: f.now, OK: true})
+		f.b.Observe(home.Group, EngineLoad{Running: DefaultThreshold + 2, Waiting: 1, At: f.now, OK: true})
 	}
 	on := func(f *fixture, rt *routes.Route) {
 		f.b.Start(Request{Model: "m"}, f.reps[slices.IndexFunc(f.reps, func(r *routes.Route) bool { return r.Group == rt.Group })], Load, 0)
@@ -993,5 +1001,54 @@ func TestFlowKeepsOneCopy(t *testing.T) {
 	f.b.Start(Request{Model: "m"}, first, Load, 0) // first is at its cap, other has room
 	if d := f.b.Choose(f.reps, req); d.Order[0] != first || d.Reason != Affinity {
 		t.Errorf("chose %s (%s), want %s, the first holder, by affinity", d.Order[0].Group, d.Reason, first.Group)
+	}
+}
+
+// A holder whose engine has room keeps its prefix however far its load
+// is above the least loaded: the request joins the running batch and
+// prefills only its tail there. Threshold bounds it once the engine
+// pushes back (a queue; then its learned capacity), and when its numbers
+// are stale.
+func TestHolderWithRoomKeepsPrefix(t *testing.T) {
+	f := newFixture(t, Prefix, 2)
+	system := strings.Repeat("a long document every request of a tenant starts with. ", 60)
+	prompt := func(i int) Request {
+		return Request{Model: "m", Keys: keys(system + fmt.Sprintf("user: question %d", i))}
+	}
+	first, _ := f.send(prompt(0))
+	warm := first.Order[0]
+	n := DefaultThreshold + 5
+	var tickets []*Ticket
+	for i := 1; i <= n; i++ {
+		d, tk := f.send(prompt(i))
+		if d.Order[0] != warm || d.Reason != Affinity {
+			t.Fatalf("request %d, %d in flight on an engine with room: chose %s (%s), want %s by affinity", i, i, d.Order[0].Group, d.Reason, warm.Group)
+		}
+		tickets = append(tickets, tk)
+	}
+	// The engine queues: no room, and the load is past Threshold.
+	f.b.Observe(warm.Group, EngineLoad{Running: float64(n), Waiting: 1, Own: float64(n + 1), At: f.now, OK: true})
+	d, _ := f.send(prompt(n + 1))
+	if d.Order[0] == warm || d.Reason != Fallback {
+		t.Fatalf("the holder queueing: chose %s (%s), want the other replica as fallback", d.Order[0].Group, d.Reason)
+	}
+	// The queue is gone, but the router's n+1 requests in flight there
+	// are past the capacity learned while it queued (n): still no room.
+	f.b.Observe(warm.Group, EngineLoad{Running: float64(n - 1), Own: float64(n + 1), At: f.now, OK: true})
+	if d := f.b.Choose(f.reps, prompt(n+2)); d.Order[0] == warm || d.Reason != Affinity {
+		t.Errorf("the holder at its learned capacity: chose %s (%s), want the other holder by affinity", d.Order[0].Group, d.Reason)
+	}
+	// Three end: below it again, the holder has room and takes the
+	// prefix back.
+	for _, tk := range tickets[:3] {
+		tk.End()
+	}
+	if d := f.b.Choose(f.reps, prompt(n+3)); d.Order[0] != warm || d.Reason != Affinity {
+		t.Errorf("the holder with room again: chose %s (%s), want %s by affinity", d.Order[0].Group, d.Reason, warm.Group)
+	}
+	// Numbers gone stale say nothing of room: Threshold decides.
+	f.now = f.now.Add(time.Minute)
+	if d := f.b.Choose(f.reps, prompt(n+4)); d.Order[0] == warm {
+		t.Errorf("the holder without fresh numbers, %d above the least loaded: chose it (%s)", n, d.Reason)
 	}
 }

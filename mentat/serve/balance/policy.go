@@ -23,9 +23,9 @@ const (
 	// Prefix walks the replicas in the rendezvous order of the prompt's
 	// anchor block (the same on every router) and takes the first that
 	// holds a long match of the prompt (MinAffinityShare of it), or is
-	// its home while another does, within Threshold of the least loaded;
-	// else the first within HomeSlack of the least loaded
-	// (Balancer.prefix).
+	// its home while another does, and whose engine has room or whose
+	// load is within Threshold of the least loaded; else the first within
+	// HomeSlack of the least loaded (Balancer.prefix).
 	Prefix Policy = "prefix"
 	// LeastLoaded picks the replica with the lowest load.
 	LeastLoaded Policy = "least-loaded"
@@ -69,8 +69,9 @@ const (
 	Affinity Reason = "affinity"
 	// Load: chosen for its load (least-loaded, or no affinity to follow).
 	Load Reason = "load"
-	// Fallback: the preferred replica was over the threshold or busy, so
-	// the request went by load instead.
+	// Fallback: the preferred replica was over the threshold (and, for
+	// the prefix policy, had no room) or busy, so the request went by
+	// load instead.
 	Fallback Reason = "fallback"
 	// Refused: an earlier replica refused the connection (nothing was
 	// sent), so the request went to the next in the order.
@@ -87,7 +88,8 @@ const (
 // Defaults for Config.
 const (
 	// DefaultThreshold is how many requests more than the least-loaded
-	// replica a preferred replica may carry and still be chosen. Each
+	// replica a preferred replica may carry and still be chosen (by the
+	// prefix policy, once its engine has no room). Each
 	// spill is a cold prefill of the whole prefix that holds the
 	// target's prefill for its length and delays every request behind
 	// it, so a threshold low enough that load noise crosses it costs more

@@ -257,11 +257,13 @@ func TestReplicasCommonHeaderSpreads(t *testing.T) {
 	}
 }
 
-// Prompts sharing a long prefix stay on one replica while it has room,
-// then spill to the other once its load passes the threshold.
+// Prompts sharing a long prefix stay on one replica while it has room
+// (FLOW_MAX_INFLIGHT 4: the router counts an engine full with 4 of its
+// requests), then spill to the other once its load is also past the
+// threshold.
 func TestReplicasSharedPrefixStaysThenSpills(t *testing.T) {
 	rs := startReplicas(t, 2, "--itl", "50ms")
-	r := rs.router(t, "router", 0, "ROUTING_THRESHOLD=3")
+	r := rs.router(t, "router", 0, "ROUTING_THRESHOLD=3", "FLOW_MAX_INFLIGHT=4")
 	system := strings.Repeat("You are the support assistant of tenant 42; answer briefly. ", 40)
 	home := -1
 	for i := range 8 {
@@ -274,7 +276,8 @@ func TestReplicasSharedPrefixStaysThenSpills(t *testing.T) {
 		}
 	}
 	// Now 10 at once, each generating for about 2 s: the warm replica
-	// takes them until it carries 3 more than the other, then they spill.
+	// takes them while it has room, and then until it carries 3 more
+	// than the other; then they spill.
 	before := rs.served(t)
 	var wg sync.WaitGroup
 	for i := range 10 {
