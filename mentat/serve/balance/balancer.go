@@ -281,11 +281,12 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 //  1. the first replica that holds a long match of the prompt
 //     (MinAffinityShare of it), or is the prompt's home (the first in
 //     the order) while another does and the match is AnchorBlocks or
-//     longer, whose engine has room for it (roomKnown), or whose load is
-//     within Threshold of the least-loaded replica's, with room or not
-//     (flow control): a wait in its engine's queue keeps one copy of the
-//     prefix warm, where taking whichever replica has room would keep
-//     every copy warm and crowd the caches.
+//     longer, whose load is within Threshold of the least-loaded
+//     replica's, or whose engine has room for it, or any when the least
+//     loaded has none (keeps). With flow control on, it need not have
+//     room: a wait in its engine's queue keeps one copy of the prefix
+//     warm, where taking whichever replica has room would keep every
+//     copy warm and crowd the caches.
 //  2. else the first replica within HomeSlack of the least loaded (the
 //     least loaded itself at the latest): a new prompt's home, and the
 //     next replica of its order when the home is busy or the holders
@@ -295,9 +296,10 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 // the request joins its running batch at once and prefills only its
 // own tail, where a spill is a cold prefill of the whole prefix on
 // another replica that holds up that replica's prefill and takes cache
-// space other prefixes held. Threshold is the bound once the engine
-// pushes back (queues, fills its KV cache, reaches its capacity), or
-// when its numbers are stale. Routers behind a balancer see each other's
+// space other prefixes held. Nor does it move the prefix onto replicas
+// that have no room either. Threshold is the bound once the engine
+// pushes back (queues, fills its KV cache, reaches its capacity) while
+// another has room, or when its numbers are stale. Routers behind a balancer see each other's
 // load only through scrapes, so their load figures are noisier than one
 // router's; a spill on noise alone cost the fleet its p90 TTFT
 // (bench/routing's sustained comparison).
@@ -349,7 +351,7 @@ func (b *Balancer) prefix(cs []cand, keys []uint64, now time.Time) (int, Reason)
 		// prefix: the request needs few new blocks there.
 		h := *c
 		h.load -= c.kvFull
-		ok := b.withinLoad(&h, least, b.cfg.Threshold) || (c.rank <= least.rank && b.roomKnown(c.st, c.rt, now))
+		ok := b.withinLoad(&h, least, b.cfg.Threshold) || b.keeps(c, least, now)
 		switch {
 		case ok && holds:
 			return i, Affinity
@@ -480,13 +482,27 @@ func (b *Balancer) Free(reps []*routes.Route) int {
 	return total
 }
 
-// roomKnown reports whether a replica's engine is known to take one
-// more request into its running batch now: its numbers are fresh and
-// free finds room (no queue, KV cache below SaturatedKV, below its
-// capacity when one is set or learned).
-func (b *Balancer) roomKnown(st *replicaState, rt *routes.Route, now time.Time) bool {
+// keeps reports whether a holder past Threshold of the least-loaded
+// replica keeps its prompt all the same: its engine has room (the
+// request joins the running batch and prefills only its own tail), or
+// the least-loaded replica is known to have none (a spill would wait
+// there as well, behind a cold prefill of the whole prefix).
+func (b *Balancer) keeps(c, least *cand, now time.Time) bool {
+	if free, known := b.room(c.st, c.rt, now); known && free > 0 && c.rank <= least.rank {
+		return true
+	}
+	free, known := b.room(least.st, least.rt, now)
+	return known && free <= 0
+}
+
+// room is free for a replica whose engine numbers are fresh (known);
+// without them nothing is known of its room.
+func (b *Balancer) room(st *replicaState, rt *routes.Route, now time.Time) (free int, known bool) {
 	l := st.load.Load()
-	return l != nil && l.OK && now.Sub(l.At) <= b.cfg.staleAfter() && b.free(st, rt, now) > 0
+	if l == nil || !l.OK || now.Sub(l.At) > b.cfg.staleAfter() {
+		return 0, false
+	}
+	return b.free(st, rt, now), true
 }
 
 // free is one replica's room (one that has not refused a connection).

@@ -1004,6 +1004,11 @@ func TestFlowKeepsOneCopy(t *testing.T) {
 	}
 }
 
+// question is the i-th request of model m whose prompt starts with system.
+func question(system string, i int) Request {
+	return Request{Model: "m", Keys: keys(system + fmt.Sprintf("user: question %d", i))}
+}
+
 // A holder whose engine has room keeps its prefix however far its load
 // is above the least loaded: the request joins the running batch and
 // prefills only its tail there. Threshold bounds it once the engine
@@ -1012,9 +1017,7 @@ func TestFlowKeepsOneCopy(t *testing.T) {
 func TestHolderWithRoomKeepsPrefix(t *testing.T) {
 	f := newFixture(t, Prefix, 2)
 	system := strings.Repeat("a long document every request of a tenant starts with. ", 60)
-	prompt := func(i int) Request {
-		return Request{Model: "m", Keys: keys(system + fmt.Sprintf("user: question %d", i))}
-	}
+	prompt := func(i int) Request { return question(system, i) }
 	first, _ := f.send(prompt(0))
 	warm := first.Order[0]
 	n := DefaultThreshold + 5
@@ -1050,5 +1053,32 @@ func TestHolderWithRoomKeepsPrefix(t *testing.T) {
 	f.now = f.now.Add(time.Minute)
 	if d := f.b.Choose(f.reps, prompt(n+4)); d.Order[0] == warm {
 		t.Errorf("the holder without fresh numbers, %d above the least loaded: chose it (%s)", n, d.Reason)
+	}
+}
+
+// A holder without room past Threshold keeps its prefix when the least
+// loaded replica has no room either: the request would wait there too,
+// behind a cold prefill of the whole prefix.
+func TestNoSpillOntoAReplicaWithoutRoom(t *testing.T) {
+	f := newFixture(t, Prefix, 2)
+	system := strings.Repeat("a document that only one replica should hold. ", 60)
+	prompt := func(i int) Request { return question(system, i) }
+	first, _ := f.send(prompt(0))
+	warm, other := first.Order[0], f.reps[0]
+	if other == warm {
+		other = f.reps[1]
+	}
+	n := DefaultThreshold + 5
+	for i := 1; i <= n; i++ {
+		f.send(prompt(i))
+	}
+	f.b.Observe(warm.Group, EngineLoad{Running: float64(n), Waiting: 1, Own: float64(n + 1), At: f.now, OK: true})
+	f.b.Observe(other.Group, EngineLoad{Running: 3, Waiting: 1, At: f.now, OK: true})
+	if d := f.b.Choose(f.reps, prompt(n+1)); d.Order[0] != warm || d.Reason != Affinity {
+		t.Errorf("both engines queueing: chose %s (%s), want %s by affinity", d.Order[0].Group, d.Reason, warm.Group)
+	}
+	f.b.Observe(other.Group, EngineLoad{Running: 3, At: f.now, OK: true})
+	if d := f.b.Choose(f.reps, prompt(n+2)); d.Order[0] != other || d.Reason != Fallback {
+		t.Errorf("only the holder queueing: chose %s (%s), want %s as fallback", d.Order[0].Group, d.Reason, other.Group)
 	}
 }
