@@ -140,16 +140,26 @@ const settleTick = 10 * time.Millisecond
 // once.
 func closeListener(ctx context.Context, raw, ln net.Listener) (queued int) {
 	defer ln.Close()
-	t := time.NewTicker(time.Millisecond)
+	poll(ctx, time.Millisecond, func() bool {
+		n, ok := acceptQueue(raw)
+		queued = n
+		return !ok || n == 0
+	})
+	return queued
+}
+
+// poll calls done every tick until it reports true, or ctx ends; it
+// returns done's last answer.
+func poll(ctx context.Context, tick time.Duration, done func() bool) bool {
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
-		n, ok := acceptQueue(raw)
-		if !ok || n == 0 {
-			return 0
+		if done() {
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			return n
+			return false
 		case <-t.C:
 		}
 	}
@@ -206,18 +216,7 @@ func (cs *conns) idle() int {
 // request yet) for minIdle, until none is left but hijacked ones, and
 // reports whether that happened before ctx ended.
 func (cs *conns) settle(ctx context.Context, minIdle time.Duration) bool {
-	t := time.NewTicker(settleTick)
-	defer t.Stop()
-	for {
-		if cs.closeIdle(time.Now().Add(-minIdle)) == 0 {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-	}
+	return poll(ctx, settleTick, func() bool { return cs.closeIdle(time.Now().Add(-minIdle)) == 0 })
 }
 
 // closeIdle closes the connections idle or new since before cutoff and

@@ -299,10 +299,10 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 // space other prefixes held. Nor does it move the prefix onto replicas
 // that have no room either. Threshold is the bound once the engine
 // pushes back (queues, fills its KV cache, reaches its capacity) while
-// another has room, or when its numbers are stale. Routers behind a balancer see each other's
-// load only through scrapes, so their load figures are noisier than one
-// router's; a spill on noise alone cost the fleet its p90 TTFT
-// (bench/routing's sustained comparison).
+// another has room, or when its numbers are stale. Routers behind a
+// balancer see each other's load only through scrapes, so their load
+// figures are noisier than one router's; a spill on noise alone cost the
+// fleet its p90 TTFT (bench/routing's sustained comparison).
 //
 // A prefix therefore lives on its home while the home has room or is
 // within Threshold of the least loaded, spills onto the same replica
@@ -428,7 +428,7 @@ func (b *Balancer) score(st *replicaState, rt *routes.Route, now time.Time) (ran
 		}
 	}
 	l := st.load.Load()
-	if l == nil || !l.OK || now.Sub(l.At) > b.cfg.staleAfter() {
+	if !b.fresh(l, now) {
 		return max(rank, rankStale), own, 0
 	}
 	load = own + max(0, l.Running+l.Waiting-l.Own) + waitingNow(st, l)
@@ -495,11 +495,17 @@ func (b *Balancer) keeps(c, least *cand, now time.Time) bool {
 	return known && free <= 0
 }
 
+// fresh reports whether an engine's numbers can be believed at now: read
+// without error, and not older than staleAfter.
+func (b *Balancer) fresh(l *EngineLoad, now time.Time) bool {
+	return l != nil && l.OK && now.Sub(l.At) <= b.cfg.staleAfter()
+}
+
 // room is free for a replica whose engine numbers are fresh (known);
 // without them nothing is known of its room.
 func (b *Balancer) room(st *replicaState, rt *routes.Route, now time.Time) (free int, known bool) {
 	l := st.load.Load()
-	if l == nil || !l.OK || now.Sub(l.At) > b.cfg.staleAfter() {
+	if !b.fresh(l, now) {
 		return 0, false
 	}
 	return b.free(st, rt, now), true
@@ -510,7 +516,7 @@ func (b *Balancer) free(st *replicaState, rt *routes.Route, now time.Time) int {
 	own := st.inflight.Load()
 	capacity := int64(b.cfg.MaxInflight)
 	l := st.load.Load()
-	if l == nil || !l.OK || now.Sub(l.At) > b.cfg.staleAfter() {
+	if !b.fresh(l, now) {
 		if capacity > 0 {
 			return int(max(0, capacity-own))
 		}
