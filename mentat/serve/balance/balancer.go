@@ -282,31 +282,34 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 //     (MinAffinityShare of it), or is the prompt's home (the first in
 //     the order) while another does and the match is AnchorBlocks or
 //     longer, whose load is within Threshold of the least-loaded
-//     replica's, or whose engine has room for it, or any when the least
-//     loaded has none (keeps). With flow control on, it need not have
-//     room: a wait in its engine's queue keeps one copy of the prefix
-//     warm, where taking whichever replica has room would keep every
-//     copy warm and crowd the caches.
+//     replica's, or whose engine has queued at most Threshold more
+//     requests than the least-loaded replica's (none when it has room),
+//     or any when the least loaded has no room (keeps). With flow
+//     control on, it need not have room: a wait in its engine's queue
+//     keeps one copy of the prefix warm, where taking whichever replica
+//     has room would keep every copy warm and crowd the caches.
 //  2. else the first replica within HomeSlack of the least loaded (the
 //     least loaded itself at the latest): a new prompt's home, and the
 //     next replica of its order when the home is busy or the holders
 //     are past Threshold.
 //
-// Load alone does not move a prefix off a holder whose engine has room:
-// the request joins its running batch at once and prefills only its
-// own tail, where a spill is a cold prefill of the whole prefix on
+// With fresh engine numbers, what moves a prefix off its holder is the
+// holder's queue, not its load: a request there joins the running batch
+// as soon as a slot frees and prefills only its own tail, however large
+// the batch, where a spill is a cold prefill of the whole prefix on
 // another replica that holds up that replica's prefill and takes cache
-// space other prefixes held. Nor does it move the prefix onto replicas
-// that have no room either. Threshold is the bound once the engine
-// pushes back (queues, fills its KV cache, reaches its capacity) while
-// another has room, or when its numbers are stale. Routers behind a
-// balancer see each other's load only through scrapes, so their load
-// figures are noisier than one router's; a spill on noise alone cost the
-// fleet its p90 TTFT (bench/routing's sustained comparison).
+// space other prefixes held, which brings cold prefills and queues
+// there in turn. Nor does a prefix move onto a replica that has no room
+// either. Threshold on load decides only when the numbers are stale.
+// Routers behind a balancer see each other's requests only through
+// scrapes, and each spills on the same short queue: spills on load, or
+// on any queue, cascaded in the fleet and cost it its p90 TTFT
+// (bench/routing's sustained comparison).
 //
-// A prefix therefore lives on its home while the home has room or is
-// within Threshold of the least loaded, spills onto the same replica
-// from every router when it is not, and flows back when it is again, so
+// A prefix therefore lives on its home while the home's queue is short
+// or its load within Threshold of the least loaded, spills onto the same
+// replica from every router when it is not, and flows back when it is
+// again, so
 // a spilled copy ages out of its cache instead of doubling the prefix's
 // footprint. The home counts as a holder of a recurring long prefix
 // even when this router never sent it there: routers share no index,
@@ -431,7 +434,7 @@ func (b *Balancer) score(st *replicaState, rt *routes.Route, now time.Time) (ran
 	if !b.fresh(l, now) {
 		return max(rank, rankStale), own, 0
 	}
-	load = own + max(0, l.Running+l.Waiting-l.Own) + waitingNow(st, l)
+	load = own + others(l) + waitingNow(st, l)
 	if l.HasKV && l.KV >= KVFull {
 		full = b.cfg.Threshold
 	}
@@ -483,17 +486,51 @@ func (b *Balancer) Free(reps []*routes.Route) int {
 }
 
 // keeps reports whether a holder past Threshold of the least-loaded
-// replica keeps its prompt all the same: its engine has room (the
-// request joins the running batch and prefills only its own tail), or
-// the least-loaded replica is known to have none (a spill would wait
-// there as well, behind a cold prefill of the whole prefix).
+// replica keeps its prompt all the same, going by the engines' numbers:
+// while its engine has queued at most Threshold more requests than the
+// least-loaded replica's (none when it has room: the request joins the
+// running batch and prefills only its own tail), or while the least
+// loaded is known to have no room either (a spill would wait there as
+// well, behind a cold prefill of the whole prefix).
 func (b *Balancer) keeps(c, least *cand, now time.Time) bool {
-	if free, known := b.room(c.st, c.rt, now); known && free > 0 && c.rank <= least.rank {
+	hq, hk := b.queued(c.st, now)
+	lq, lk := b.queued(least.st, now)
+	if hk && lk && c.rank <= least.rank && hq <= lq+b.cfg.Threshold {
 		return true
 	}
 	free, known := b.room(least.st, least.rt, now)
 	return known && free <= 0
 }
+
+// queued is how many requests a replica's engine has beyond those it runs
+// at once, when its numbers are fresh (known): its queue (waitingNow), or
+// the router's in flight plus the engine's others past its capacity,
+// whichever is more. The running batch does not count: a request that
+// joins it starts at once, whatever its size.
+func (b *Balancer) queued(st *replicaState, now time.Time) (n float64, known bool) {
+	l := st.load.Load()
+	if !b.fresh(l, now) {
+		return 0, false
+	}
+	n = waitingNow(st, l)
+	if capacity := b.capacity(st); capacity > 0 {
+		n = max(n, float64(st.inflight.Load())+others(l)-float64(capacity))
+	}
+	return n, true
+}
+
+// capacity is how many requests a replica's engine runs at once, as far
+// as the router knows: MaxInflight, else the learned capacity (0: not
+// known).
+func (b *Balancer) capacity(st *replicaState) int64 {
+	if b.cfg.MaxInflight > 0 {
+		return int64(b.cfg.MaxInflight)
+	}
+	return st.learned.Load()
+}
+
+// others is the engine's work that was not the router's at the scrape.
+func others(l *EngineLoad) float64 { return max(0, l.Running+l.Waiting-l.Own) }
 
 // fresh reports whether an engine's numbers can be believed at now: read
 // without error, and not older than staleAfter.
@@ -525,14 +562,11 @@ func (b *Balancer) free(st *replicaState, rt *routes.Route, now time.Time) int {
 	if waitingNow(st, l) > 0 || (l.HasKV && l.KV >= b.cfg.SaturatedKV) {
 		return 0
 	}
-	if capacity == 0 {
-		capacity = st.learned.Load()
-	}
+	capacity = b.capacity(st)
 	if capacity == 0 {
 		return unlimited
 	}
-	others := int64(max(0, l.Running+l.Waiting-l.Own))
-	return int(max(0, capacity-own-others))
+	return int(max(0, capacity-own-int64(others(l))))
 }
 
 // ChooseAndStart is Choose, then Start on the first replica of the order.

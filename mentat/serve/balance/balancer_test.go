@@ -55,10 +55,10 @@ func newFixture(t *testing.T, p Policy, n int) *fixture {
 	return f
 }
 
-// atCapacity makes every engine count as full with one request in
-// flight (FLOW_MAX_INFLIGHT 1), so that Threshold alone keeps a prefix
-// on its replica: a holder with room keeps it whatever its load.
-func (f *fixture) atCapacity() { f.b.cfg.MaxInflight = 1 }
+// stale ages every engine's numbers past belief, so that Threshold on
+// the router's own in-flight counts decides: with fresh numbers a holder
+// is judged by what its engine has queued (TestHolderKeepsPrefixWhileQueueIsShort).
+func (f *fixture) stale() { f.now = f.now.Add(time.Minute) }
 
 func keys(text string) []uint64 {
 	b := GetBlocks()
@@ -143,7 +143,7 @@ func TestLeastLoadedFollowsInflight(t *testing.T) {
 
 func TestSharedPrefixSticksThenSpills(t *testing.T) {
 	f := newFixture(t, Prefix, 2)
-	f.atCapacity()
+	f.stale()
 	system := "system: " + strings.Repeat("you are a careful assistant for tenant one. ", 40)
 	first, _ := f.send(Request{Keys: keys(system + "user: q0")})
 	warm := first.Order[0].Group
@@ -185,7 +185,7 @@ func TestSharedPrefixSticksThenSpills(t *testing.T) {
 
 func TestThresholdIsConfigurable(t *testing.T) {
 	f := newFixture(t, Prefix, 2)
-	f.atCapacity()
+	f.stale()
 	f.b.cfg.Threshold = 2
 	system := strings.Repeat("shared system prompt ", 50)
 	first, _ := f.send(Request{Keys: keys(system + "0")})
@@ -205,10 +205,11 @@ func TestPreloadedReplicaAvoided(t *testing.T) {
 			f := newFixture(t, p, 2)
 			system := strings.Repeat("tenant prompt ", 100)
 			// Warm g0 with the prefix, then load it behind the router's
-			// back: its engine reports 20 running and a queue.
+			// back: its engine reports 20 running and a queue longer
+			// than Threshold.
 			req := Request{Keys: keys(system + "x")}
 			f.b.Start(Request{Model: "m", Keys: req.Keys}, f.reps[0], Load, 0).End()
-			f.b.Observe("g0", EngineLoad{Running: 20, Waiting: 2, At: f.now, OK: true})
+			f.b.Observe("g0", EngineLoad{Running: 20, Waiting: DefaultThreshold + 3, At: f.now, OK: true})
 			for i := range 20 {
 				d, tk := f.send(Request{Keys: keys(system + fmt.Sprint(i)), Session: fmt.Sprint("s", i)})
 				if d.Order[0].Group != "g1" {
@@ -734,7 +735,7 @@ func TestFree(t *testing.T) {
 // and every router picks alike; past that, to the less loaded.
 func TestSpilledPrefixFlowsBackHome(t *testing.T) {
 	f := newFixture(t, Prefix, 2)
-	f.atCapacity()
+	f.stale()
 	req := Request{Model: "m", Keys: keys(strings.Repeat("a document both replicas were sent. ", 80) + "question")}
 	home, other := f.heldByBoth(req)
 	for extra := 1; extra <= DefaultThreshold+1; extra++ {
@@ -901,11 +902,11 @@ func TestRoutersAgreeOnSpills(t *testing.T) {
 		f.b.Start(req, d.Order[0], d.Reason, d.Matched).End()
 	}
 	// The home's engine runs Threshold+2 of other clients' requests and
-	// queues one; a carries one request of its own on the next replica
+	// queues Threshold+1; a carries one request of its own on the next replica
 	// in the order, b one on each of the two after it, so a sees those
 	// two least loaded and b the next one.
 	for _, f := range []*fixture{a, b} {
-		f.b.Observe(home.Group, EngineLoad{Running: DefaultThreshold + 2, Waiting: 1, At: f.now, OK: true})
+		f.b.Observe(home.Group, EngineLoad{Running: DefaultThreshold + 2, Waiting: DefaultThreshold + 1, At: f.now, OK: true})
 	}
 	on := func(f *fixture, rt *routes.Route) {
 		f.b.Start(Request{Model: "m"}, f.reps[slices.IndexFunc(f.reps, func(r *routes.Route) bool { return r.Group == rt.Group })], Load, 0)
@@ -1009,50 +1010,49 @@ func question(system string, i int) Request {
 	return Request{Model: "m", Keys: keys(system + fmt.Sprintf("user: question %d", i))}
 }
 
-// A holder whose engine has room keeps its prefix however far its load
-// is above the least loaded: the request joins the running batch and
-// prefills only its tail there. Threshold bounds it once the engine
-// pushes back (a queue; then its learned capacity), and when its numbers
-// are stale.
-func TestHolderWithRoomKeepsPrefix(t *testing.T) {
+// A holder keeps its prefix, whatever its load, while its engine has
+// queued at most Threshold more requests than the least-loaded replica's:
+// a request there waits for that many slots to free and prefills only
+// its own tail, where a spill prefills the whole prefix cold. The
+// running batch does not count, however large.
+func TestHolderKeepsPrefixWhileQueueIsShort(t *testing.T) {
 	f := newFixture(t, Prefix, 2)
 	system := strings.Repeat("a long document every request of a tenant starts with. ", 60)
 	prompt := func(i int) Request { return question(system, i) }
 	first, _ := f.send(prompt(0))
 	warm := first.Order[0]
 	n := DefaultThreshold + 5
-	var tickets []*Ticket
 	for i := 1; i <= n; i++ {
-		d, tk := f.send(prompt(i))
-		if d.Order[0] != warm || d.Reason != Affinity {
+		if d, _ := f.send(prompt(i)); d.Order[0] != warm || d.Reason != Affinity {
 			t.Fatalf("request %d, %d in flight on an engine with room: chose %s (%s), want %s by affinity", i, i, d.Order[0].Group, d.Reason, warm.Group)
 		}
-		tickets = append(tickets, tk)
 	}
-	// The engine queues: no room, and the load is past Threshold.
+	// The engine queues one of the router's n+1: it runs n at once (the
+	// capacity it learns), and one waits.
 	f.b.Observe(warm.Group, EngineLoad{Running: float64(n), Waiting: 1, Own: float64(n + 1), At: f.now, OK: true})
-	d, _ := f.send(prompt(n + 1))
+	if d, _ := f.send(prompt(n + 1)); d.Order[0] != warm || d.Reason != Affinity {
+		t.Fatalf("the holder queueing 1, %d above the least loaded: chose %s (%s), want %s by affinity", n+1, d.Order[0].Group, d.Reason, warm.Group)
+	}
+	// Other clients queue Threshold more there: the router's next would
+	// wait behind Threshold+2, past the idle replica's 0 by more than
+	// Threshold.
+	f.b.Observe(warm.Group, EngineLoad{Running: float64(n), Waiting: DefaultThreshold + 1, Own: float64(n + 2), At: f.now, OK: true})
+	d, _ := f.send(prompt(n + 2))
 	if d.Order[0] == warm || d.Reason != Fallback {
-		t.Fatalf("the holder queueing: chose %s (%s), want the other replica as fallback", d.Order[0].Group, d.Reason)
+		t.Fatalf("the holder queueing %d: chose %s (%s), want the other replica as fallback", DefaultThreshold+2, d.Order[0].Group, d.Reason)
 	}
-	// The queue is gone, but the router's n+1 requests in flight there
-	// are past the capacity learned while it queued (n): still no room.
-	f.b.Observe(warm.Group, EngineLoad{Running: float64(n - 1), Own: float64(n + 1), At: f.now, OK: true})
-	if d := f.b.Choose(f.reps, prompt(n+2)); d.Order[0] == warm || d.Reason != Affinity {
-		t.Errorf("the holder at its learned capacity: chose %s (%s), want the other holder by affinity", d.Order[0].Group, d.Reason)
-	}
-	// Three end: below it again, the holder has room and takes the
+	// Their requests leave the queue: the router's n+2 still there are 2
+	// past the capacity, within Threshold, and the holder takes the
 	// prefix back.
-	for _, tk := range tickets[:3] {
-		tk.End()
-	}
+	f.b.Observe(warm.Group, EngineLoad{Running: float64(n), Waiting: 2, Own: float64(n + 2), At: f.now, OK: true})
 	if d := f.b.Choose(f.reps, prompt(n+3)); d.Order[0] != warm || d.Reason != Affinity {
-		t.Errorf("the holder with room again: chose %s (%s), want %s by affinity", d.Order[0].Group, d.Reason, warm.Group)
+		t.Errorf("the holder 2 past its capacity: chose %s (%s), want %s by affinity", d.Order[0].Group, d.Reason, warm.Group)
 	}
-	// Numbers gone stale say nothing of room: Threshold decides.
+	// Numbers gone stale say nothing of its queue: Threshold on the
+	// router's own counts decides.
 	f.now = f.now.Add(time.Minute)
 	if d := f.b.Choose(f.reps, prompt(n+4)); d.Order[0] == warm {
-		t.Errorf("the holder without fresh numbers, %d above the least loaded: chose it (%s)", n, d.Reason)
+		t.Errorf("the holder without fresh numbers, %d above the least loaded: chose it (%s)", n+1, d.Reason)
 	}
 }
 
@@ -1072,7 +1072,8 @@ func TestNoSpillOntoAReplicaWithoutRoom(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		f.send(prompt(i))
 	}
-	f.b.Observe(warm.Group, EngineLoad{Running: float64(n), Waiting: 1, Own: float64(n + 1), At: f.now, OK: true})
+	// Other clients queue Threshold+1 behind the router's n+1.
+	f.b.Observe(warm.Group, EngineLoad{Running: float64(n), Waiting: DefaultThreshold + 2, Own: float64(n + 1), At: f.now, OK: true})
 	f.b.Observe(other.Group, EngineLoad{Running: 3, Waiting: 1, At: f.now, OK: true})
 	if d := f.b.Choose(f.reps, prompt(n+1)); d.Order[0] != warm || d.Reason != Affinity {
 		t.Errorf("both engines queueing: chose %s (%s), want %s by affinity", d.Order[0].Group, d.Reason, warm.Group)

@@ -257,10 +257,10 @@ func TestReplicasCommonHeaderSpreads(t *testing.T) {
 	}
 }
 
-// Prompts sharing a long prefix stay on one replica while it has room
-// (FLOW_MAX_INFLIGHT 4: the router counts an engine full with 4 of its
-// requests), then spill to the other once its load is also past the
-// threshold.
+// Prompts sharing a long prefix stay on one replica while its queue is
+// within the threshold (FLOW_MAX_INFLIGHT 4: the router counts an engine
+// full with 4 of its requests, and those past 4 as queued), then spill
+// to the other.
 func TestReplicasSharedPrefixStaysThenSpills(t *testing.T) {
 	rs := startReplicas(t, 2, "--itl", "50ms")
 	r := rs.router(t, "router", 0, "ROUTING_THRESHOLD=3", "FLOW_MAX_INFLIGHT=4")
@@ -276,8 +276,8 @@ func TestReplicasSharedPrefixStaysThenSpills(t *testing.T) {
 		}
 	}
 	// Now 10 at once, each generating for about 2 s: the warm replica
-	// takes them while it has room, and then until it carries 3 more
-	// than the other; then they spill.
+	// takes them while it has room, and then until 3 wait past its 4;
+	// then they spill.
 	before := rs.served(t)
 	var wg sync.WaitGroup
 	for i := range 10 {
