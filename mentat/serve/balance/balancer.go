@@ -300,7 +300,7 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 // another replica that holds up that replica's prefill and takes cache
 // space other prefixes held, which brings cold prefills and queues
 // there in turn. Nor does a prefix move onto a replica that has no room
-// either. Threshold on load decides only when the numbers are stale.
+// either. Load alone moves a prefix only once the numbers are stale.
 // Routers behind a balancer see each other's requests only through
 // scrapes, and each spills on the same short queue: spills on load, or
 // on any queue, cascaded in the fleet and cost it its p90 TTFT
@@ -309,9 +309,8 @@ func (b *Balancer) Choose(reps []*routes.Route, req Request) Decision {
 // A prefix therefore lives on its home while the home's queue is short
 // or its load within Threshold of the least loaded, spills onto the same
 // replica from every router when it is not, and flows back when it is
-// again, so
-// a spilled copy ages out of its cache instead of doubling the prefix's
-// footprint. The home counts as a holder of a recurring long prefix
+// again, so a spilled copy ages out of its cache instead of doubling the
+// prefix's footprint. The home counts as a holder of a recurring long prefix
 // even when this router never sent it there: routers share no index,
 // and the other routers' requests keep it warm there (this router pays
 // one miss if none did). The anchor is the prompt's AnchorBlocks-th
@@ -498,8 +497,7 @@ func (b *Balancer) keeps(c, least *cand, now time.Time) bool {
 	if hk && lk && c.rank <= least.rank && hq <= lq+b.cfg.Threshold {
 		return true
 	}
-	free, known := b.room(least.st, least.rt, now)
-	return known && free <= 0
+	return lk && b.free(least.st, least.rt, now) <= 0
 }
 
 // queued is how many requests a replica's engine has beyond those it runs
@@ -536,16 +534,6 @@ func others(l *EngineLoad) float64 { return max(0, l.Running+l.Waiting-l.Own) }
 // without error, and not older than staleAfter.
 func (b *Balancer) fresh(l *EngineLoad, now time.Time) bool {
 	return l != nil && l.OK && now.Sub(l.At) <= b.cfg.staleAfter()
-}
-
-// room is free for a replica whose engine numbers are fresh (known);
-// without them nothing is known of its room.
-func (b *Balancer) room(st *replicaState, rt *routes.Route, now time.Time) (free int, known bool) {
-	l := st.load.Load()
-	if !b.fresh(l, now) {
-		return 0, false
-	}
-	return b.free(st, rt, now), true
 }
 
 // free is one replica's room (one that has not refused a connection).

@@ -902,9 +902,9 @@ func TestRoutersAgreeOnSpills(t *testing.T) {
 		f.b.Start(req, d.Order[0], d.Reason, d.Matched).End()
 	}
 	// The home's engine runs Threshold+2 of other clients' requests and
-	// queues Threshold+1; a carries one request of its own on the next replica
-	// in the order, b one on each of the two after it, so a sees those
-	// two least loaded and b the next one.
+	// queues Threshold+1; a carries one request of its own on the next
+	// replica in the order, b one on each of the two after it, so a sees
+	// those two least loaded and b the next one.
 	for _, f := range []*fixture{a, b} {
 		f.b.Observe(home.Group, EngineLoad{Running: DefaultThreshold + 2, Waiting: DefaultThreshold + 1, At: f.now, OK: true})
 	}
